@@ -1,0 +1,97 @@
+"""Settings: the only code that reads ``os.environ`` (``GRIDSHIFT_*`` variables)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Runtime configuration. Defaults are the embedded ones: SQLite files under ``./var``, no server."""
+
+    var_dir: Path = Path("var")
+    database_url: str = ""  # default: sqlite file var/gridshift.db
+    broker_url: str = ""  # default: Celery's SQLAlchemy transport on var/broker.db
+    result_backend: str | None = None
+    secret_key: str = ""  # Flask session signing; generated into var/secret_key when empty
+    encryption_keys: tuple[str, ...] = ()  # Fernet keys for connector credentials, newest first
+    timezone: str = "UTC"  # deployment time zone for cron-like schedules
+    nightly_plan_at: str = "00:30"
+    price_refresh_at: str = "12:45"
+    price_refresh_timezone: str = "Europe/Brussels"
+    dispatch_interval_s: float = 30.0
+    sync_interval_s: float = 30.0
+    replan_interval_s: float = 3600.0
+    claim_stale_s: float = 120.0
+    visibility_timeout_s: int = 60
+    slot_minutes: int = 60
+    horizon_hours: int = 72
+    plan_time_limit_s: float = 10.0
+    objective: str = "cost"
+    carbon_price_per_tonne: float = 80.0
+    reporting_currency: str = "EUR"
+    max_batch_jobs: int = 10_000
+    max_content_length: int = 32 * 1024 * 1024
+    page_size_max: int = 500
+    rate_limit: str = "600 per minute"
+    rate_limit_storage_url: str = "memory://"
+    runtime_timeout_s: float = 30.0
+    local_runtime_dir: Path = Path("var/runs")
+    session_cookie_secure: bool = False
+    testing: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def effective_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.var_dir / 'gridshift.db').resolve()}"
+
+    @property
+    def effective_broker_url(self) -> str:
+        return self.broker_url or f"sqla+sqlite:///{(self.var_dir / 'broker.db').resolve()}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.effective_database_url.startswith("sqlite")
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read ``GRIDSHIFT_<FIELD>`` variables; unknown ``GRIDSHIFT_*`` names are an error."""
+        env = dict(os.environ if environ is None else environ)
+        known = {f.name: f for f in fields(cls) if f.name != "extra"}
+        values: dict[str, Any] = {}
+        for key, raw in env.items():
+            if not key.startswith("GRIDSHIFT_"):
+                continue
+            name = key[len("GRIDSHIFT_") :].lower()
+            if name == "shared_data":
+                continue  # read by tests and benches only
+            if name not in known:
+                raise ValueError(f"{key}: unknown setting; known: {', '.join(sorted(k.upper() for k in known))}")
+            values[name] = _coerce(key, known[name].type, raw)
+        values.update(overrides)
+        return replace(cls(), **values)
+
+
+def _coerce(key: str, typ: Any, raw: str) -> Any:
+    t = str(typ)
+    try:
+        if t in ("bool",):
+            return raw.strip().lower() in _TRUE
+        if t == "int":
+            return int(raw)
+        if t == "float":
+            return float(raw)
+        if t == "Path":
+            return Path(raw)
+        if t.startswith("tuple"):
+            return tuple(p.strip() for p in raw.split(",") if p.strip())
+        if t == "str | None":
+            return raw or None
+        return raw
+    except ValueError as exc:
+        raise ValueError(f"{key}: cannot read {raw!r} as {t}") from exc
