@@ -1,0 +1,1 @@
+"""Gridshift optimizer: Problem in, Plan out (pure library: stdlib, ortools, numpy, pandas)."""
