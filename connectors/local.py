@@ -1,0 +1,266 @@
+"""Local runtime: jobs run as processes on this host, one supervisor process per run.
+
+Run state lives under ``state_dir`` so that any process (another Celery worker) can find, poll and cancel a
+run by its run key: ``runs/<run_key>/`` is created with ``mkdir`` (atomic), which makes ``submit``
+idempotent across processes. GPUs are pinned with the vendor's visible-devices variable; energy comes from
+NVML's total-energy counter on NVIDIA GPUs, else from the profile power (``spec.power_w_per_gpu``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from connectors import local_supervisor as sup
+from connectors.base import (
+    Capacity,
+    ConfigError,
+    ConnectorError,
+    EnergyReading,
+    EnergySource,
+    JobSpec,
+    RunStatus,
+    RuntimeState,
+    estimate_energy,
+    vendor_of,
+)
+from connectors.registry import register
+
+__all__ = ["LocalConnector", "detect_nvidia_gpus"]
+
+#: A run whose supervisor has not reported within this time is considered lost [s].
+START_GRACE_S = 30.0
+_NVIDIA_CODES = ("h200", "h100", "a100", "l40s", "l4", "v100", "a10")
+
+
+def detect_nvidia_gpus() -> dict[str, list[int]]:
+    """NVIDIA GPUs of this host by hardware type code, from NVML; empty without a driver.
+
+    Returns
+    -------
+    dict[str, list[int]]
+        e.g. ``{"h200": [0]}``; device indices in NVML (PCI bus) order.
+    """
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound without a GPU driver
+        return {}
+    found: dict[str, list[int]] = {}
+    try:
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+            name = name.decode() if isinstance(name, bytes) else name
+            code = next((c for c in _NVIDIA_CODES if c in name.lower().replace(" ", "")), name.lower())
+            found.setdefault(code, []).append(index)
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+    return found
+
+
+@register
+class LocalConnector:
+    """Runs jobs as local processes (the embedded default's runtime)."""
+
+    kind: ClassVar[str] = "local"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "state_dir": {"type": "string", "default": "var/local-runtime"},
+            "gpus": {
+                "type": ["object", "null"],
+                "additionalProperties": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                "default": None,
+                "description": "device indices per hardware type; null detects NVIDIA GPUs through NVML",
+            },
+            "vendors": {
+                "type": "object",
+                "additionalProperties": {"type": "string", "enum": ["nvidia", "amd", "huawei"]},
+                "default": {},
+            },
+            "meter_interval_s": {"type": "number", "minimum": 0.1, "default": 2.0},
+            "shell": {"type": "string", "default": "/bin/sh"},
+            "workdir": {"type": ["string", "null"], "default": None},
+        },
+    }
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.state_dir = Path(config["state_dir"]).resolve()
+        gpus = config["gpus"] if config["gpus"] is not None else detect_nvidia_gpus()
+        self.gpus: dict[str, list[int]] = {hw.lower(): list(devs) for hw, devs in gpus.items()}
+        self.vendors: dict[str, str] = dict(config["vendors"])
+        for sub in ("runs", "active"):
+            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def enabled(cls) -> bool:
+        """Always available: it needs nothing but this host."""
+        return True
+
+    def run_dir(self, run_key: str) -> Path:
+        """Directory of a run's spec, state and log."""
+        return self.state_dir / "runs" / run_key
+
+    def log_path(self, runtime_job_id: str) -> Path:
+        """File holding the run's stdout and stderr."""
+        return self.run_dir(runtime_job_id) / "job.log"
+
+    # -- protocol ------------------------------------------------------------------------------------------
+    def capacity(self) -> Capacity:
+        """GPUs per hardware type, total and not held by an active run."""
+        held = sup.read_json(self.state_dir / "gpus.json") or {}
+        busy: dict[str, int] = {}
+        for device, run_key in held.items():
+            if sup._run_active(self.state_dir, run_key):
+                hw = device.split(":", 1)[0]
+                busy[hw] = busy.get(hw, 0) + 1
+        total = {hw: len(devs) for hw, devs in self.gpus.items()}
+        return Capacity(
+            gpus_total=total, gpus_free={hw: max(0, n - busy.get(hw, 0)) for hw, n in total.items()}
+        )
+
+    def submit(self, spec: JobSpec) -> str:
+        """Start a supervisor for ``spec`` unless a run with ``spec.run_key`` exists; return the run key."""
+        hardware = spec.hardware.lower()
+        vendor = vendor_of(hardware, self.vendors)
+        pool = self.gpus.get(hardware, [])
+        if spec.gpu_count > len(pool):
+            raise ConfigError(
+                f"run {spec.run_key}: wants {spec.gpu_count} {hardware} GPU(s), this host has {len(pool)} "
+                f"(configured: {', '.join(f'{k}={len(v)}' for k, v in sorted(self.gpus.items())) or 'none'})",
+                field="gpu_count",
+                kind=self.kind,
+            )
+        if spec.command is None:
+            raise ConfigError(f"run {spec.run_key}: the local runtime needs a command", field="command")
+        run_dir = self.run_dir(spec.run_key)
+        try:
+            run_dir.mkdir()
+        except FileExistsError:
+            return spec.run_key  # already submitted, by this or another process
+        record = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+        record.update(
+            env=dict(spec.env),
+            hardware=hardware,
+            begin_at=spec.begin_at.isoformat() if spec.begin_at else None,
+            vendor=vendor,
+            devices_of_hardware=pool,
+            meter_interval_s=self.config["meter_interval_s"],
+            shell=self.config["shell"],
+            workdir=self.config["workdir"],
+        )
+        sup.write_json(run_dir / "spec.json", record)
+        sup.write_json(
+            run_dir / "state.json", {"status": "pending", "submitted_at": sup.utc_now().isoformat()}
+        )
+        (self.state_dir / "active" / spec.run_key).touch()
+        self._launch(run_dir)
+        return spec.run_key
+
+    def find(self, run_key: str) -> str | None:
+        """The run key itself when that run exists here, else None."""
+        return run_key if self.run_dir(run_key).is_dir() else None
+
+    def poll(self, runtime_job_id: str) -> RuntimeState:
+        """State of a run, marking it failed when its supervisor died without a final state."""
+        state = self._state(runtime_job_id)
+        status = RunStatus(state.get("status", "pending"))
+        if not status.terminal and not self._supervisor_alive(runtime_job_id, state):
+            state = self._state(runtime_job_id)  # it may have finished in between
+            status = RunStatus(state.get("status", "pending"))
+            if not status.terminal:
+                lost = (
+                    "supervisor process lost" if state.get("supervisor_pid") else "supervisor never started"
+                )
+                state.update(status="failed", message=lost, finished_at=sup.utc_now().isoformat())
+                sup.write_json(self.run_dir(runtime_job_id) / "state.json", state)
+                with contextlib.suppress(FileNotFoundError):
+                    (self.state_dir / "active" / runtime_job_id).unlink()
+                status = RunStatus.FAILED
+        return RuntimeState(
+            runtime_job_id=runtime_job_id,
+            status=status,
+            started_at=_dt(state.get("started_at")),
+            finished_at=_dt(state.get("finished_at")),
+            exit_code=state.get("exit_code"),
+            message=state.get("message", ""),
+        )
+
+    def cancel(self, runtime_job_id: str) -> None:
+        """Stop a run: its supervisor terminates the job's process group and records ``cancelled``."""
+        state = self._state(runtime_job_id)
+        if RunStatus(state.get("status", "pending")).terminal:
+            return
+        (self.run_dir(runtime_job_id) / "cancel").touch()
+        pid = state.get("supervisor_pid")
+        if pid and sup.pid_alive(pid, str(self.run_dir(runtime_job_id))):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+
+    def energy(self, runtime_job_id: str) -> EnergyReading | None:
+        """NVML-metered energy when the run had NVIDIA GPUs, else the profile estimate; None before start."""
+        state = self._state(runtime_job_id)
+        if state.get("energy_source") == "nvml" and state.get("metered_s"):
+            joules = float(state["energy_j"])
+            return EnergyReading(joules / 3.6e6, joules / float(state["metered_s"]), EnergySource.NVML)
+        spec = sup.read_json(self.run_dir(runtime_job_id) / "spec.json") or {}
+        started = _dt(state.get("started_at"))
+        finished = _dt(state.get("finished_at")) or (sup.utc_now() if started else None)
+        return estimate_energy(
+            float(spec.get("power_w_per_gpu", 0.0)), int(spec.get("gpu_count", 0)), started, finished
+        )
+
+    # -- helpers -------------------------------------------------------------------------------------------
+    def _state(self, runtime_job_id: str) -> dict[str, Any]:
+        run_dir = self.run_dir(runtime_job_id)
+        state = sup.read_json(run_dir / "state.json")
+        if state is None:
+            if not run_dir.is_dir():
+                raise ConnectorError(
+                    f"local run {runtime_job_id!r} does not exist", retryable=False, kind=self.kind
+                )
+            return {
+                "status": "pending",
+                "submitted_at": datetime.fromtimestamp(run_dir.stat().st_mtime).isoformat(),
+            }
+        return state
+
+    def _supervisor_alive(self, run_key: str, state: dict[str, Any]) -> bool:
+        pid = state.get("supervisor_pid")
+        if pid:
+            return sup.pid_alive(pid, str(self.run_dir(run_key)))
+        age_s = time.time() - self.run_dir(run_key).stat().st_mtime
+        return age_s < START_GRACE_S
+
+    def _launch(self, run_dir: Path) -> None:
+        """Start the supervisor detached (it forks and calls setsid), and reap the intermediate process."""
+        with open(run_dir / "supervisor.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", sup.__file__, str(run_dir), "--detach"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, close_fds=True,
+            )  # fmt: skip
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired as exc:
+            proc.kill()
+            raise ConnectorError(
+                f"local supervisor for {run_dir.name} did not detach", retryable=True
+            ) from exc
+        if proc.returncode != 0:
+            raise ConnectorError(f"local supervisor for {run_dir.name} failed to start", retryable=True)
+
+
+def _dt(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
