@@ -1,0 +1,45 @@
+"""Gridshift service: ``create_app`` wires settings, database, REST API, dashboard and Celery."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from pathlib import Path
+
+from flask import Flask
+
+from app.config import Settings
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """Application factory (Flask's own pattern); every subsystem attaches through ``init_app``."""
+    settings = settings or Settings.from_env()
+    app = Flask(__name__, static_folder=None)
+    app.config.update(
+        SECRET_KEY=settings.secret_key or _local_secret(settings.var_dir),
+        MAX_CONTENT_LENGTH=settings.max_content_length,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=settings.session_cookie_secure,
+        TESTING=settings.testing,
+        GRIDSHIFT_SETTINGS=settings,
+    )
+    logging.getLogger("cmdstanpy").setLevel(logging.WARNING)
+
+    from app import api, celery_app, extensions, web
+
+    extensions.init_app(app, settings)
+    api.init_app(app)
+    web.init_app(app)
+    celery_app.celery_init_app(app, settings)
+    return app
+
+
+def _local_secret(var_dir: Path) -> str:
+    """A per-installation secret for the embedded default, kept in var/ (never in the repository)."""
+    var_dir.mkdir(parents=True, exist_ok=True)
+    path = var_dir / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+    return path.read_text().strip()

@@ -1,0 +1,114 @@
+"""Marshmallow schemas shared by the API blueprints (they generate the OpenAPI document)."""
+
+from __future__ import annotations
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
+
+from app.enums import JobState, WorkloadClass
+
+CODE = validate.Regexp(r"^[A-Za-z0-9_.-]{1,32}$", error="letters, digits, '_', '.' or '-' (1-32)")
+
+
+class Aware(fields.AwareDateTime):
+    """ISO-8601 with a UTC offset; a naive timestamp is rejected, not guessed."""
+
+    def __init__(self, **kw):  # type: ignore[no-untyped-def]
+        super().__init__(format="iso", default_timezone=None, **kw)
+
+
+class JobIn(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    name = fields.String(required=True, validate=validate.Length(1, 200))
+    workload_class = fields.Enum(WorkloadClass, by_value=True, load_default=WorkloadClass.TRAINING)
+    gpu_count = fields.Integer(required=True, strict=True, validate=validate.Range(min=1, max=100_000))
+    reference_gpu_hours = fields.Float(validate=validate.Range(min=0, min_inclusive=False, max=1e7), allow_nan=False)
+    reference_hardware = fields.String(validate=CODE)
+    durations_minutes = fields.Dict(
+        keys=fields.String(validate=CODE),
+        values=fields.Integer(strict=True, validate=validate.Range(min=1, max=10_000_000)),
+    )
+    memory_gb_per_gpu = fields.Float(validate=validate.Range(min=0, max=100_000), allow_nan=False, load_default=0.0)
+    allowed_regions = fields.List(fields.String(validate=CODE), validate=validate.Length(max=200))
+    residency_tag = fields.String(validate=CODE)
+    allowed_hardware = fields.List(fields.String(validate=CODE), validate=validate.Length(max=200))
+    home_region = fields.String(validate=CODE)
+    release_at = Aware()
+    deadline_at = Aware(required=True)
+    priority = fields.Integer(strict=True, validate=validate.Range(min=-1000, max=1000), load_default=0)
+    interruptible = fields.Boolean(load_default=False)
+    checkpoint_overhead_minutes = fields.Integer(strict=True, validate=validate.Range(min=0, max=1440), load_default=0)
+    min_chunk_minutes = fields.Integer(strict=True, validate=validate.Range(min=1, max=100_000), load_default=60)
+    command = fields.String(validate=validate.Length(max=20_000))
+    image = fields.String(validate=validate.Length(max=500))
+    env = fields.Dict(keys=fields.String(validate=validate.Length(1, 200)), values=fields.String(validate=validate.Length(max=10_000)))
+
+    @validates_schema
+    def _work(self, data, **_kw):  # type: ignore[no-untyped-def]
+        if ("reference_gpu_hours" in data) == ("durations_minutes" in data and bool(data["durations_minutes"])):
+            raise ValidationError("give exactly one of reference_gpu_hours or durations_minutes",
+                                  field_name="reference_gpu_hours")
+
+
+class BatchIn(Schema):
+    jobs = fields.List(fields.Nested(JobIn), required=True, validate=validate.Length(min=1))
+
+
+class JobOut(Schema):
+    id = fields.Integer()
+    name = fields.String()
+    workload_class = fields.Enum(WorkloadClass, by_value=True)
+    gpu_count = fields.Integer()
+    reference_gpu_hours = fields.Float(allow_none=True)
+    reference_hardware = fields.String(allow_none=True)
+    durations_minutes = fields.Dict(keys=fields.String(), values=fields.Integer(), allow_none=True)
+    memory_gb_per_gpu = fields.Float()
+    allowed_regions = fields.List(fields.String(), allow_none=True)
+    residency_tag = fields.String(allow_none=True)
+    allowed_hardware = fields.List(fields.String(), allow_none=True)
+    home_region = fields.String(allow_none=True)
+    release_at = fields.DateTime(format="iso")
+    deadline_at = fields.DateTime(format="iso")
+    priority = fields.Integer()
+    interruptible = fields.Boolean()
+    checkpoint_overhead_minutes = fields.Integer()
+    min_chunk_minutes = fields.Integer()
+    command = fields.String(allow_none=True)
+    image = fields.String(allow_none=True)
+    env = fields.Dict(keys=fields.String(), values=fields.String())
+    state = fields.Enum(JobState, by_value=True)
+    state_reason = fields.String(allow_none=True)
+    batch_id = fields.String(allow_none=True)
+    created_at = fields.DateTime(format="iso")
+
+
+class JobPage(Schema):
+    items = fields.List(fields.Nested(JobOut))
+    next_cursor = fields.String(allow_none=True)
+
+
+class BatchOut(Schema):
+    batch_id = fields.String()
+    count = fields.Integer()
+    job_ids = fields.List(fields.Integer())
+
+
+class JobQuery(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    state = fields.List(fields.Enum(JobState, by_value=True))
+    region = fields.String(validate=CODE)
+    hardware = fields.String(validate=CODE)
+    deadline_from = Aware()
+    deadline_to = Aware()
+    batch_id = fields.String(validate=validate.Length(max=64))
+    cursor = fields.String(validate=validate.Length(max=64))
+    limit = fields.Integer(validate=validate.Range(min=1, max=500), load_default=100)
+
+
+class EventOut(Schema):
+    at = fields.DateTime(format="iso")
+    state = fields.String()
+    message = fields.String()

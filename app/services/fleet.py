@@ -1,0 +1,226 @@
+"""The fleet: regions, power budgets, hardware types, inventory, clusters; and a read-only snapshot of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from app.enums import WorkloadClass
+from app.errors import Conflict, FieldError, NotFound, ValidationFailed
+from app.models import Cluster, HardwareType, Inventory, JobProfile, PowerBudgetOverride, Region
+from app.services import power
+
+REFERENCE_HARDWARE = "h100"
+
+
+@dataclass(frozen=True, slots=True)
+class HardwareInfo:
+    code: str
+    vendor: str
+    memory_gb: float
+    tdp_w: float
+    idle_w: float
+    relative_throughput: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class RegionInfo:
+    code: str
+    zone: str
+    pue: float
+    power_budget_kw: float
+    residency_tags: frozenset[str]
+    inventory: dict[str, int]  # hardware code -> GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileInfo:
+    relative_throughput: float  # x reference hardware for this workload class
+    power_w: float  # average draw per GPU [W]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """What validation and planning need to know about the fleet, read once per request or plan."""
+
+    regions: dict[str, RegionInfo]
+    hardware: dict[str, HardwareInfo]
+    profiles: dict[tuple[str, str], ProfileInfo] = field(default_factory=dict)  # (class, hw) -> profile
+
+    def throughput(self, hw: str, workload_class: str) -> float:
+        """Relative throughput of ``hw`` for a workload class [x reference hardware]."""
+        prof = self.profiles.get((workload_class, hw))
+        if prof is not None:
+            return prof.relative_throughput
+        info = self.hardware[hw]
+        return float(info.relative_throughput.get(workload_class, info.relative_throughput.get("default", 1.0)))
+
+    def power_w(self, hw: str, workload_class: str) -> float:
+        """Average draw of one GPU of ``hw`` running this workload class [W]."""
+        prof = self.profiles.get((workload_class, hw))
+        if prof is not None:
+            return prof.power_w
+        info = self.hardware[hw]
+        return power.gpu_power_w(info.idle_w, info.tdp_w, power.default_utilisation(workload_class))
+
+
+def snapshot(session: Session) -> FleetSnapshot:
+    hardware = {
+        h.code: HardwareInfo(h.code, h.vendor, h.memory_gb, h.tdp_w, h.idle_w, dict(h.relative_throughput or {}))
+        for h in session.scalars(select(HardwareType))
+    }
+    regions: dict[str, RegionInfo] = {}
+    for r in session.scalars(select(Region).options(selectinload(Region.inventory).selectinload(Inventory.hardware_type))):
+        inv = {i.hardware_type.code: i.gpu_count for i in r.inventory if i.gpu_count > 0}
+        regions[r.code] = RegionInfo(r.code, r.zone, r.pue, r.power_budget_kw, frozenset(r.residency_tags or []), inv)
+    profiles: dict[tuple[str, str], ProfileInfo] = {}
+    rows = session.execute(
+        select(JobProfile, HardwareType.code)
+        .join(HardwareType, JobProfile.hardware_type_id == HardwareType.id)
+        .where(JobProfile.active.is_(True), JobProfile.job_id.is_(None))
+        .order_by(JobProfile.id)
+    )
+    for prof, code in rows:
+        if prof.workload_class:
+            profiles[(prof.workload_class, code)] = ProfileInfo(prof.relative_throughput, prof.power_w)
+    return FleetSnapshot(regions, hardware, profiles)
+
+
+# --- administration (operator tenants only; the API checks the role) -------------------------------------
+
+REGION_FIELDS = ("name", "zone", "timezone", "currency", "pue", "power_budget_kw", "residency_tags")
+
+
+def get_region(session: Session, code: str) -> Region:
+    region = session.scalar(select(Region).where(Region.code == code))
+    if region is None:
+        known = ", ".join(session.scalars(select(Region.code).order_by(Region.code))) or "none"
+        raise NotFound(f"region {code!r} (known: {known})")
+    return region
+
+
+def upsert_region(session: Session, code: str, values: dict[str, Any]) -> Region:
+    region = session.scalar(select(Region).where(Region.code == code))
+    if region is None:
+        if "power_budget_kw" not in values or "zone" not in values:
+            raise ValidationFailed(
+                "a new region needs a zone and a power budget",
+                [FieldError(f, "required") for f in ("zone", "power_budget_kw") if f not in values],
+            )
+        region = Region(code=code, name=values.get("name", code))
+        session.add(region)
+    for key in REGION_FIELDS:
+        if key in values:
+            setattr(region, key, values[key])
+    _check_region(region)
+    session.flush()
+    return region
+
+
+def _check_region(region: Region) -> None:
+    errors = []
+    if region.pue is not None and not 1.0 <= region.pue <= 3.0:
+        errors.append(FieldError("pue", "must be between 1.0 and 3.0"))
+    if region.power_budget_kw is not None and region.power_budget_kw <= 0:
+        errors.append(FieldError("power_budget_kw", "must be positive"))
+    if errors:
+        raise ValidationFailed("bad region", errors)
+
+
+def add_override(
+    session: Session, code: str, start_at: datetime, end_at: datetime, power_kw: float, reason: str = ""
+) -> PowerBudgetOverride:
+    if end_at <= start_at:
+        raise ValidationFailed("bad override", [FieldError("end_at", "must be after start_at")])
+    if power_kw < 0:
+        raise ValidationFailed("bad override", [FieldError("power_kw", "must not be negative")])
+    region = get_region(session, code)
+    row = PowerBudgetOverride(region=region, start_at=start_at, end_at=end_at, power_kw=power_kw, reason=reason)
+    session.add(row)
+    session.flush()
+    return row
+
+
+HARDWARE_FIELDS = (
+    "vendor", "model", "memory_gb", "memory_bandwidth_gbs", "bf16_tflops", "tdp_w", "idle_w",
+    "resource_name", "relative_throughput", "sources",
+)
+
+
+def get_hardware(session: Session, code: str) -> HardwareType:
+    hw = session.scalar(select(HardwareType).where(HardwareType.code == code))
+    if hw is None:
+        known = ", ".join(session.scalars(select(HardwareType.code).order_by(HardwareType.code))) or "none"
+        raise NotFound(f"hardware type {code!r} (known: {known})")
+    return hw
+
+
+def upsert_hardware(session: Session, code: str, values: dict[str, Any]) -> HardwareType:
+    hw = session.scalar(select(HardwareType).where(HardwareType.code == code))
+    if hw is None:
+        missing = [f for f in ("vendor", "model", "memory_gb", "tdp_w", "idle_w") if f not in values]
+        if missing:
+            raise ValidationFailed("a new hardware type needs these fields", [FieldError(f, "required") for f in missing])
+        hw = HardwareType(code=code)
+        session.add(hw)
+    for key in HARDWARE_FIELDS:
+        if key in values:
+            setattr(hw, key, values[key])
+    errors = []
+    for key in ("memory_gb", "tdp_w"):
+        if getattr(hw, key) is None or getattr(hw, key) <= 0:
+            errors.append(FieldError(key, "must be positive"))
+    if hw.idle_w is None or hw.idle_w < 0 or (hw.tdp_w and hw.idle_w >= hw.tdp_w):
+        errors.append(FieldError("idle_w", "must be non-negative and below tdp_w"))
+    for cls, value in (hw.relative_throughput or {}).items():
+        if cls != "default" and cls not in {w.value for w in WorkloadClass}:
+            errors.append(FieldError(f"relative_throughput.{cls}", "unknown workload class"))
+        elif not isinstance(value, int | float) or value <= 0:
+            errors.append(FieldError(f"relative_throughput.{cls}", "must be a positive number"))
+    if errors:
+        raise ValidationFailed("bad hardware type", errors)
+    session.flush()
+    return hw
+
+
+def set_inventory(session: Session, region_code: str, hw_code: str, gpu_count: int) -> Inventory:
+    if gpu_count < 0:
+        raise ValidationFailed("bad inventory", [FieldError("gpu_count", "must not be negative")])
+    region = get_region(session, region_code)
+    hw = get_hardware(session, hw_code)
+    row = session.scalar(
+        select(Inventory).where(Inventory.region_id == region.id, Inventory.hardware_type_id == hw.id)
+    )
+    if row is None:
+        row = Inventory(region=region, hardware_type=hw, gpu_count=gpu_count)
+        session.add(row)
+    row.gpu_count = gpu_count
+    session.flush()
+    return row
+
+
+def upsert_cluster(
+    session: Session, name: str, region_code: str, kind: str, config: dict[str, Any], enabled: bool = True
+) -> Cluster:
+    from connectors import registry  # lazy: optional SDKs stay out of import time
+
+    try:
+        registry.validate_config(kind, config)
+    except LookupError as exc:
+        raise ValidationFailed("unknown connector kind", [FieldError("kind", str(exc))]) from exc
+    except ValueError as exc:
+        raise ValidationFailed("bad cluster config", [FieldError("config", str(exc))]) from exc
+    region = get_region(session, region_code)
+    row = session.scalar(select(Cluster).where(Cluster.name == name))
+    if row is None:
+        row = Cluster(name=name, region=region, kind=kind, config=config, enabled=enabled)
+        session.add(row)
+    elif row.region_id != region.id and row.kind != kind:
+        raise Conflict(f"cluster {name!r} exists in another region with another kind")
+    row.region, row.kind, row.config, row.enabled = region, kind, config, enabled
+    session.flush()
+    return row

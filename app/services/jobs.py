@@ -1,0 +1,293 @@
+"""Submitting, listing and cancelling jobs. A batch is validated whole and stored whole, or not at all."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.db import utcnow
+from app.enums import TERMINAL_JOB_STATES, JobState, WorkloadClass
+from app.errors import Conflict, FieldError, NotFound, ValidationFailed
+from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Plan, Region
+from app.services import audit
+from app.services.auth import Principal
+from app.services.fleet import REFERENCE_HARDWARE, FleetSnapshot, snapshot
+
+JOB_COLUMNS = (
+    "name", "workload_class", "gpu_count", "reference_gpu_hours", "reference_hardware", "durations_minutes",
+    "memory_gb_per_gpu", "allowed_regions", "residency_tag", "allowed_hardware", "home_region", "release_at",
+    "deadline_at", "priority", "interruptible", "checkpoint_overhead_minutes", "min_chunk_minutes", "command",
+    "image", "env",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Eligibility:
+    """Where and on what a job can run, and how long it takes there [minutes]."""
+
+    regions: tuple[str, ...]
+    durations_minutes: dict[str, int]  # hardware code -> duration
+
+
+def durations_for(fields: dict[str, Any], fleet: FleetSnapshot) -> dict[str, int]:
+    """Duration of the job on each hardware type it may use [minutes], rounded up."""
+    explicit = fields.get("durations_minutes")
+    if explicit:
+        return {hw: math.ceil(float(m)) for hw, m in explicit.items()}
+    ref = fields.get("reference_hardware") or REFERENCE_HARDWARE
+    cls = str(fields.get("workload_class") or WorkloadClass.TRAINING)
+    ref_thr = fleet.throughput(ref, cls)
+    gpu_hours = float(fields["reference_gpu_hours"])
+    out = {}
+    for hw in fleet.hardware:
+        thr = fleet.throughput(hw, cls)
+        out[hw] = math.ceil(gpu_hours / fields["gpu_count"] * ref_thr / thr * 60.0)
+    return out
+
+
+def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "") -> tuple[Eligibility | None, list[FieldError]]:
+    """Validate one job against the fleet; returns its eligibility or the errors, each naming its field."""
+    errs: list[FieldError] = []
+
+    def err(name: str, msg: str) -> None:
+        errs.append(FieldError(prefix + name, msg))
+
+    if fields.get("gpu_count", 0) <= 0:
+        err("gpu_count", "must be a positive integer")
+    has_ref = fields.get("reference_gpu_hours") is not None
+    has_explicit = bool(fields.get("durations_minutes"))
+    if has_ref == has_explicit:
+        err("reference_gpu_hours", "give exactly one of reference_gpu_hours or durations_minutes")
+    if has_ref and not fields["reference_gpu_hours"] > 0:
+        err("reference_gpu_hours", "must be positive")
+    for hw, minutes in (fields.get("durations_minutes") or {}).items():
+        if hw not in fleet.hardware:
+            err(f"durations_minutes.{hw}", f"unknown hardware type (known: {', '.join(sorted(fleet.hardware))})")
+        elif not minutes or minutes <= 0:
+            err(f"durations_minutes.{hw}", "must be positive")
+    ref = fields.get("reference_hardware")
+    if ref and ref not in fleet.hardware:
+        err("reference_hardware", f"unknown hardware type (known: {', '.join(sorted(fleet.hardware))})")
+    for name, known, what in (
+        ("allowed_regions", fleet.regions, "region"),
+        ("allowed_hardware", fleet.hardware, "hardware type"),
+    ):
+        for i, code in enumerate(fields.get(name) or []):
+            if code not in known:
+                err(f"{name}[{i}]", f"unknown {what} {code!r} (known: {', '.join(sorted(known))})")
+    home = fields.get("home_region")
+    if home and home not in fleet.regions:
+        err("home_region", f"unknown region {home!r} (known: {', '.join(sorted(fleet.regions))})")
+    release, deadline = fields.get("release_at"), fields.get("deadline_at")
+    if release is not None and deadline is not None and deadline <= release:
+        err("deadline_at", "must be after release_at")
+    if fields.get("checkpoint_overhead_minutes", 0) < 0:
+        err("checkpoint_overhead_minutes", "must not be negative")
+    if errs:
+        return None, errs
+
+    regions = [c for c in (fields.get("allowed_regions") or fleet.regions)]
+    tag = fields.get("residency_tag")
+    if tag:
+        regions = [c for c in regions if tag in fleet.regions[c].residency_tags]
+        if not regions:
+            err("residency_tag", f"no allowed region carries residency tag {tag!r}")
+            return None, errs
+    hw_allowed = set(fields.get("allowed_hardware") or fleet.hardware)
+    if has_explicit:
+        hw_allowed &= set(fields["durations_minutes"])
+    mem = float(fields.get("memory_gb_per_gpu") or 0.0)
+    fits = {hw for hw in hw_allowed if fleet.hardware[hw].memory_gb >= mem}
+    if not fits:
+        best = max((fleet.hardware[h].memory_gb for h in hw_allowed), default=0)
+        err("memory_gb_per_gpu", f"{mem:g} GB per GPU exceeds every allowed hardware type (largest: {best:g} GB)")
+        return None, errs
+    gpus = fields["gpu_count"]
+    placeable = {hw for hw in fits if any(fleet.regions[r].inventory.get(hw, 0) >= gpus for r in regions)}
+    if not placeable:
+        err("gpu_count", f"no allowed region has {gpus} GPUs of an allowed hardware type ({', '.join(sorted(fits))})")
+        return None, errs
+    durations = {hw: d for hw, d in durations_for(fields, fleet).items() if hw in placeable}
+    window = (deadline - release).total_seconds() / 60.0
+    if min(durations.values()) > window:
+        fastest = min(durations, key=durations.__getitem__)
+        err(
+            "deadline_at",
+            f"window of {window:.0f} min is shorter than the job's {durations[fastest]} min on its fastest "
+            f"allowed hardware ({fastest})",
+        )
+        return None, errs
+    if fields.get("interruptible") and fields.get("min_chunk_minutes", 60) <= 0:
+        err("min_chunk_minutes", "must be positive")
+        return None, errs
+    usable_regions = tuple(r for r in regions if any(fleet.regions[r].inventory.get(hw, 0) >= gpus for hw in durations))
+    return Eligibility(usable_regions, durations), []
+
+
+def _normalise(fields: dict[str, Any], now: datetime) -> dict[str, Any]:
+    row = {k: fields.get(k) for k in JOB_COLUMNS}
+    row["workload_class"] = WorkloadClass(row["workload_class"] or WorkloadClass.TRAINING)
+    row["release_at"] = row["release_at"] or now
+    row["priority"] = row["priority"] or 0
+    row["interruptible"] = bool(row["interruptible"])
+    row["checkpoint_overhead_minutes"] = row["checkpoint_overhead_minutes"] or 0
+    row["min_chunk_minutes"] = row["min_chunk_minutes"] or 60
+    row["memory_gb_per_gpu"] = row["memory_gb_per_gpu"] or 0.0
+    row["env"] = row["env"] or {}
+    if row["reference_gpu_hours"] is not None and not row["reference_hardware"]:
+        row["reference_hardware"] = REFERENCE_HARDWARE
+    return row
+
+
+def validate_batch(
+    items: Sequence[dict[str, Any]], fleet: FleetSnapshot, now: datetime, *, prefix: str = "jobs"
+) -> list[dict[str, Any]]:
+    """Normalise and check every item; raises ValidationFailed listing every bad item's fields."""
+    rows, errors = [], []
+    for i, item in enumerate(items):
+        row = _normalise(item, now)
+        _elig, errs = check_job(row, fleet, prefix=f"{prefix}[{i}]." if prefix else "")
+        errors.extend(errs)
+        rows.append(row)
+    if errors:
+        bad = len({e.field.split(".")[0] for e in errors})
+        raise ValidationFailed(f"{bad} of {len(items)} jobs are invalid; nothing was stored", errors)
+    return rows
+
+
+def submit_jobs(
+    session: Session,
+    principal: Principal,
+    items: Sequence[dict[str, Any]],
+    *,
+    now: datetime | None = None,
+    prefix: str = "jobs",
+) -> tuple[str, list[int]]:
+    """Store a whole batch in one transaction; returns (batch id, job ids in input order)."""
+    now = now or utcnow()
+    rows = validate_batch(items, snapshot(session), now, prefix=prefix)
+    batch_id = uuid.uuid4().hex
+    for row in rows:
+        row.update(tenant_id=principal.tenant_id, batch_id=batch_id, state=JobState.PENDING,
+                   created_at=now, updated_at=now)
+    ids = list(session.scalars(insert(Job).returning(Job.id, sort_by_parameter_order=True), rows))
+    session.execute(
+        insert(JobEvent),
+        [{"job_id": jid, "at": now, "state": JobState.PENDING.value, "message": "submitted"} for jid in ids],
+    )
+    audit.record(session, principal, "jobs.submit", "batch", batch_id, count=len(ids))
+    return batch_id, ids
+
+
+def request_hash(payload: Any) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def find_idempotent(session: Session, tenant_id: int, key: str, payload_hash: str) -> IdempotencyKey | None:
+    row = session.scalar(select(IdempotencyKey).where(IdempotencyKey.tenant_id == tenant_id, IdempotencyKey.key == key))
+    if row is not None and row.request_hash != payload_hash:
+        raise Conflict("Idempotency-Key was already used with a different request body",
+                       [FieldError("Idempotency-Key", "reused with a different body")])
+    return row
+
+
+def remember_idempotent(
+    session: Session, tenant_id: int, key: str, payload_hash: str, status: int, response: dict[str, Any]
+) -> None:
+    session.add(IdempotencyKey(tenant_id=tenant_id, key=key, request_hash=payload_hash,
+                               status_code=status, response=response))
+    try:
+        session.flush()
+    except IntegrityError as exc:  # a concurrent retry won the race: let the caller roll back and replay
+        raise Conflict("a request with this Idempotency-Key is being processed; retry") from exc
+
+
+def get_job(session: Session, principal: Principal, job_id: int) -> Job:
+    """A tenant sees only its own jobs: any other id is simply not found."""
+    job = session.get(Job, job_id)
+    if job is None or job.tenant_id != principal.tenant_id:
+        raise NotFound(f"job {job_id}")
+    return job
+
+
+def set_state(session: Session, job: Job, state: JobState, message: str = "", *, at: datetime | None = None) -> None:
+    job.state = state
+    job.state_reason = message or None
+    session.add(JobEvent(job_id=job.id, at=at or utcnow(), state=state.value, message=message))
+
+
+def cancel_job(session: Session, principal: Principal, job_id: int) -> Job:
+    job = get_job(session, principal, job_id)
+    if job.state in TERMINAL_JOB_STATES:
+        raise Conflict(f"job {job_id} is already {job.state.value}", [FieldError("state", job.state.value)])
+    set_state(session, job, JobState.CANCELLED, f"cancelled by {principal.actor}")
+    audit.record(session, principal, "job.cancel", "job", job_id)
+    return job
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    state: Sequence[str] = ()
+    region: str | None = None
+    hardware: str | None = None
+    deadline_from: datetime | None = None
+    deadline_to: datetime | None = None
+    batch_id: str | None = None
+
+
+def encode_cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(f"j{last_id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not raw.startswith("j"):
+            raise ValueError
+        return int(raw[1:])
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationFailed("bad cursor", [FieldError("cursor", "not a cursor this API returned")]) from exc
+
+
+def list_jobs(
+    session: Session, principal: Principal, flt: JobFilter, *, limit: int, cursor: str | None = None
+) -> tuple[list[Job], str | None]:
+    """Jobs of the caller's tenant, newest first, with a cursor to the next page."""
+    q = select(Job).where(Job.tenant_id == principal.tenant_id)
+    if flt.state:
+        q = q.where(Job.state.in_([JobState(s) for s in flt.state]))
+    if flt.deadline_from:
+        q = q.where(Job.deadline_at >= flt.deadline_from)
+    if flt.deadline_to:
+        q = q.where(Job.deadline_at < flt.deadline_to)
+    if flt.batch_id:
+        q = q.where(Job.batch_id == flt.batch_id)
+    if flt.region or flt.hardware:
+        sub = select(Assignment.job_id).join(Plan, Plan.id == Assignment.plan_id).where(Plan.is_current.is_(True))
+        if flt.region:
+            sub = sub.join(Region, Region.id == Assignment.region_id).where(Region.code == flt.region)
+        if flt.hardware:
+            sub = sub.join(HardwareType, HardwareType.id == Assignment.hardware_type_id).where(
+                HardwareType.code == flt.hardware
+            )
+        q = q.where(Job.id.in_(sub))
+    if cursor:
+        q = q.where(Job.id < decode_cursor(cursor))
+    jobs = list(session.scalars(q.order_by(Job.id.desc()).limit(limit + 1)))
+    nxt = encode_cursor(jobs[limit - 1].id) if len(jobs) > limit else None
+    return jobs[:limit], nxt
+
+
+def window(job: Job) -> timedelta:
+    return job.deadline_at - job.release_at

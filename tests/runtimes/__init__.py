@@ -1,0 +1,1 @@
+"""Real cluster runtimes started on loopback for tests and benchmarks (Slurm, Ray)."""
