@@ -206,14 +206,14 @@ def set_inventory(session: Session, region_code: str, hw_code: str, gpu_count: i
 def upsert_cluster(
     session: Session, name: str, region_code: str, kind: str, config: dict[str, Any], enabled: bool = True
 ) -> Cluster:
-    from connectors import registry  # lazy: optional SDKs stay out of import time
+    from connectors.base import ConfigError
+    from connectors.registry import get_connector
 
     try:
-        registry.validate_config(kind, config)
-    except LookupError as exc:
-        raise ValidationFailed("unknown connector kind", [FieldError("kind", str(exc))]) from exc
-    except ValueError as exc:
-        raise ValidationFailed("bad cluster config", [FieldError("config", str(exc))]) from exc
+        get_connector(kind, config)  # validates the config against the kind's JSON schema
+    except ConfigError as exc:
+        name = exc.field if exc.field == "kind" else f"config.{exc.field}".rstrip(".")
+        raise ValidationFailed("bad cluster", [FieldError(name, str(exc))]) from exc
     region = get_region(session, region_code)
     row = session.scalar(select(Cluster).where(Cluster.name == name))
     if row is None:

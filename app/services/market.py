@@ -1,0 +1,204 @@
+"""Market series: import CSV files (harmonized wide format or a long format) and query ranges.
+
+Accepted CSV formats (gzip allowed):
+
+* **harmonized** (one zone per file; ../shared/data/harmonized/README.md): ``timestamp_utc`` plus any of
+  ``price_eur_mwh``, ``load_mw``, ``load_forecast_mw``, ``solar_forecast_mw``, ``wind_onshore_forecast_mw``,
+  ``wind_offshore_forecast_mw``, ``renewable_share``, ``carbon_intensity_g_per_kwh``. Empty cells are gaps, not errors.
+* **long**: ``zone,kind,timestamp,value`` and optionally ``unit,source,issued_at``; one point per line; ``kind`` is
+  one of price, carbon_intensity, renewable_share, load, load_forecast, wind_solar_forecast.
+
+Timestamps must carry a UTC offset (``Z`` or ``+01:00``). A bad line fails the whole import with its line number;
+nothing is stored from a failed import.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from app.enums import SERIES_UNITS, SeriesKind
+from app.errors import FieldError, ValidationFailed
+from app.models import MarketSeries
+
+HARMONIZED_COLUMNS: dict[str, SeriesKind] = {
+    "price_eur_mwh": SeriesKind.PRICE,
+    "load_mw": SeriesKind.LOAD,
+    "load_forecast_mw": SeriesKind.LOAD_FORECAST,
+    "renewable_share": SeriesKind.RENEWABLE_SHARE,
+    "carbon_intensity_g_per_kwh": SeriesKind.CARBON_INTENSITY,
+}
+WIND_SOLAR_COLUMNS = ("solar_forecast_mw", "wind_onshore_forecast_mw", "wind_offshore_forecast_mw")
+ZERO_IS_MISSING = {SeriesKind.LOAD, SeriesKind.LOAD_FORECAST}  # upstream wrote 0 for missing load
+MAX_ERRORS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    zone: str
+    kind: SeriesKind
+    ts: datetime
+    value: float
+    unit: str
+    source: str
+    issued_at: datetime | None = None
+
+
+def _open_text(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return path.open("r", encoding="utf-8", newline="")
+
+
+def _ts(raw: str) -> datetime:
+    ts = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+    if ts.tzinfo is None:
+        raise ValueError("timestamp has no UTC offset")
+    return ts
+
+
+def _num(raw: str) -> float | None:
+    raw = raw.strip()
+    if raw == "" or raw.lower() == "nan":
+        return None
+    value = float(raw)
+    if math.isinf(value):
+        raise ValueError("infinite value")
+    return value
+
+
+def _parse_csv(
+    lines: Iterable[str], *, zone: str | None, source: str, start: datetime | None = None, end: datetime | None = None
+) -> list[Point]:
+    """Parse either format; raises ValidationFailed naming each bad line (first 50)."""
+    reader = csv.reader(lines)
+    header = [h.strip() for h in next(reader, [])]
+    if not header:
+        raise ValidationFailed("empty file", [FieldError("line 1", "no header")])
+    errors: list[FieldError] = []
+    points: list[Point] = []
+    if "timestamp_utc" in header:
+        if not zone:
+            raise ValidationFailed("zone needed", [FieldError("zone", "the harmonized format needs a zone")])
+        cols = {name: header.index(name) for name in header}
+        if not any(c in cols for c in (*HARMONIZED_COLUMNS, *WIND_SOLAR_COLUMNS)):
+            raise ValidationFailed("no known columns", [FieldError("line 1", f"none of {sorted(HARMONIZED_COLUMNS)}")])
+        for lineno, row in enumerate(reader, start=2):
+            try:
+                ts = _ts(row[cols["timestamp_utc"]])
+                if (start and ts < start) or (end and ts >= end):
+                    continue
+                for col, kind in HARMONIZED_COLUMNS.items():
+                    if col in cols:
+                        value = _num(row[cols[col]])
+                        if value is not None and not (value == 0 and kind in ZERO_IS_MISSING):
+                            points.append(Point(zone, kind, ts, value, SERIES_UNITS[kind], source))
+                parts = [_num(row[cols[c]]) for c in WIND_SOLAR_COLUMNS if c in cols]
+                if parts and all(p is not None for p in parts):
+                    total = sum(p for p in parts if p is not None)
+                    points.append(Point(zone, SeriesKind.WIND_SOLAR_FORECAST, ts, total, "MW", source))
+            except (ValueError, IndexError) as exc:
+                errors.append(FieldError(f"line {lineno}", str(exc) or "malformed row"))
+                if len(errors) >= MAX_ERRORS:
+                    break
+    elif {"zone", "kind", "timestamp", "value"} <= set(header):
+        idx = {name: header.index(name) for name in header}
+        for lineno, row in enumerate(reader, start=2):
+            try:
+                kind = SeriesKind(row[idx["kind"]].strip())
+                ts = _ts(row[idx["timestamp"]])
+                value = _num(row[idx["value"]])
+                if value is None:
+                    raise ValueError("value is empty")
+                issued = _ts(row[idx["issued_at"]]) if "issued_at" in idx and row[idx["issued_at"]].strip() else None
+                unit = row[idx["unit"]].strip() if "unit" in idx and row[idx["unit"]].strip() else SERIES_UNITS[kind]
+                src = row[idx["source"]].strip() if "source" in idx and row[idx["source"]].strip() else source
+                z = row[idx["zone"]].strip()
+                if not z:
+                    raise ValueError("zone is empty")
+                if (start and ts < start) or (end and ts >= end):
+                    continue
+                points.append(Point(z, kind, ts, value, unit, src, issued))
+            except (ValueError, IndexError) as exc:
+                errors.append(FieldError(f"line {lineno}", str(exc) or "malformed row"))
+                if len(errors) >= MAX_ERRORS:
+                    break
+    else:
+        raise ValidationFailed(
+            "unknown CSV format",
+            [FieldError("line 1", "expected a 'timestamp_utc' column (harmonized) or zone,kind,timestamp,value")],
+        )
+    if errors:
+        raise ValidationFailed(f"{len(errors)} bad line(s); nothing was imported", errors)
+    return points
+
+
+def read_csv(path: Path, *, zone: str | None = None, source: str | None = None,
+             start: datetime | None = None, end: datetime | None = None) -> list[Point]:
+    """Read a CSV file; the zone of a harmonized file defaults to its name up to the first '_'."""
+    zone = zone or path.name.split("_")[0].split(".")[0].upper()
+    with _open_text(path) as fh:
+        return _parse_csv(fh, zone=zone, source=source or path.name.split(".")[0], start=start, end=end)
+
+
+def parse_upload(data: bytes, *, zone: str | None, source: str) -> list[Point]:
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationFailed("not UTF-8 text", [FieldError("file", str(exc))]) from exc
+    return _parse_csv(io.StringIO(text, newline=""), zone=zone, source=source)
+
+
+def store(session: Session, points: list[Point], *, chunk: int = 5000) -> int:
+    """Upsert points in the caller's transaction (later imports of the same point replace its value)."""
+    dialect = session.get_bind().dialect.name
+    ins = pg_insert if dialect == "postgresql" else sqlite_insert
+    for i in range(0, len(points), chunk):
+        rows = [
+            {"zone": p.zone, "kind": p.kind.value, "ts": p.ts, "value": p.value, "unit": p.unit,
+             "source": p.source, "issued_at": p.issued_at}
+            for p in points[i : i + chunk]
+        ]
+        stmt = ins(MarketSeries).values(rows)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["zone", "kind", "source", "ts"],
+            set_={"value": stmt.excluded.value, "unit": stmt.excluded.unit, "issued_at": stmt.excluded.issued_at},
+        )
+        session.execute(stmt)
+    return len(points)
+
+
+def query(
+    session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, *, limit: int = 10_000
+) -> list[MarketSeries]:
+    """Points of one series in [start, end), oldest first; one value per hour (the latest import wins)."""
+    if end <= start:
+        raise ValidationFailed("bad range", [FieldError("to", "must be after from")])
+    q = (
+        select(MarketSeries)
+        .where(MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start, MarketSeries.ts < end)
+        .order_by(MarketSeries.ts, MarketSeries.id)
+        .limit(limit)
+    )
+    by_ts: dict[datetime, MarketSeries] = {}
+    for row in session.scalars(q):
+        by_ts[row.ts] = row
+    return list(by_ts.values())
+
+
+def as_series(rows: list[MarketSeries]) -> dict[str, Any]:
+    return {"ts": [r.ts for r in rows], "value": [r.value for r in rows]}
