@@ -8,6 +8,7 @@ are missing. Facts behind the config: /work/shared/RUNTIME-NOTES.md (Slurm secti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -86,14 +87,18 @@ def ensure_slurm_installed() -> None:
     missing = [b for b in BINARIES if shutil.which(b) is None and not Path(f"/usr/sbin/{b}").exists()]
     if missing or not JWT_PLUGIN.exists():
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
-            raise RuntimeUnavailable(f"Slurm is not installed ({', '.join(missing)}) and apt-get as root is unavailable")
+            raise RuntimeUnavailable(
+                f"Slurm is not installed ({', '.join(missing)}) and apt-get as root is unavailable"
+            )
         done = subprocess.run(["bash", str(REPO_ROOT / ".ci" / "runtimes.sh")], capture_output=True, text=True,
                               timeout=600)  # fmt: skip
         missing = [b for b in BINARIES if shutil.which(b) is None and not Path(f"/usr/sbin/{b}").exists()]
         if missing:
             raise RuntimeUnavailable(f"installing Slurm failed: {done.stderr[-500:]}")
     if os.geteuid() != 0:
-        raise RuntimeUnavailable("the Slurm test clusters need root (SlurmUser=root, mknod of fake GPU devices)")
+        raise RuntimeUnavailable(
+            "the Slurm test clusters need root (SlurmUser=root, mknod of fake GPU devices)"
+        )
 
 
 def _sbin(name: str) -> str:
@@ -118,6 +123,7 @@ class SlurmLab:
         self.base_dir.chmod(0o755)
         self.clusters: dict[str, SlurmCluster] = {}
         self.munged_pid: int | None = None
+        self._procs: dict[tuple[str, str], subprocess.Popen] = {}
 
     @property
     def munge_socket(self) -> Path:
@@ -139,12 +145,28 @@ class SlurmLab:
         return self.clusters
 
     def stop(self) -> None:
-        """Stop every daemon this lab started and remove its directory."""
+        """Stop every daemon and job process this lab started and remove its directory (about 1-3 s)."""
         for cluster in self.clusters.values():
-            for pid in cluster.pids.values():
-                _terminate(pid)
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
+                ids = cluster.run("squeue", "-h", "-o", "%i", timeout=5).split()
+                if ids:
+                    cluster.run("scancel", *ids, timeout=5)
+        deadline = time.monotonic() + 3.0
+        for cluster in self.clusters.values():
+            while time.monotonic() < deadline:
+                try:
+                    if not cluster.run("squeue", "-h", "-o", "%i", timeout=2).split():
+                        break
+                except (subprocess.SubprocessError, OSError):
+                    break
+                time.sleep(0.1)
+        daemons = [
+            (pid, self._procs.get((c.name, n))) for c in self.clusters.values() for n, pid in c.pids.items()
+        ]
+        _terminate_all(daemons)
+        _terminate_all([(pid, None) for pid in _pids_under(self.base_dir)])  # slurmstepd and job leftovers
         if self.munged_pid:
-            _terminate(self.munged_pid)
+            _terminate_all([(self.munged_pid, None)])
         shutil.rmtree(self.base_dir, ignore_errors=True)
 
     # -- daemons -------------------------------------------------------------------------------------------
@@ -197,12 +219,12 @@ AuthType=auth/munge
 AuthInfo=socket={self.munge_socket}
 AuthAltTypes=auth/jwt
 AuthAltParameters=jwt_key={jwt_key}
-StateSaveLocation={base / 'state'}
-SlurmdSpoolDir={base / 'spool'}/%n
-SlurmctldPidFile={base / 'slurmctld.pid'}
-SlurmdPidFile={base / 'slurmd.pid'}
-SlurmctldLogFile={base / 'log' / 'slurmctld.log'}
-SlurmdLogFile={base / 'log' / 'slurmd.log'}
+StateSaveLocation={base / "state"}
+SlurmdSpoolDir={base / "spool"}/%n
+SlurmctldPidFile={base / "slurmctld.pid"}
+SlurmdPidFile={base / "slurmd.pid"}
+SlurmctldLogFile={base / "log" / "slurmctld.log"}
+SlurmdLogFile={base / "log" / "slurmd.log"}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -211,7 +233,7 @@ GresTypes=gpu
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
 JobCompType=jobcomp/filetxt
-JobCompLoc={base / 'log' / 'jobcomp.txt'}
+JobCompLoc={base / "log" / "jobcomp.txt"}
 MinJobAge=3600
 MaxJobCount=100000
 ReturnToService=2
@@ -224,7 +246,9 @@ PartitionName=gpu Nodes={cluster.node} Default=YES MaxTime=INFINITE State=UP Ove
         env = {**os.environ, **cluster.env}
         subprocess.run([_sbin("slurmctld"), "-i"], env=env, check=True, capture_output=True, timeout=15)
         cluster.pids["slurmctld"] = int(_wait_for_file(base / "slurmctld.pid").read_text())
-        subprocess.run([_sbin("slurmd"), "-N", cluster.node], env=env, check=True, capture_output=True, timeout=15)
+        subprocess.run(
+            [_sbin("slurmd"), "-N", cluster.node], env=env, check=True, capture_output=True, timeout=15
+        )
         cluster.pids["slurmd"] = int(_wait_for_file(base / "slurmd.pid").read_text())
         return cluster
 
@@ -240,7 +264,9 @@ PartitionName=gpu Nodes={cluster.node} Default=YES MaxTime=INFINITE State=UP Ove
                 return
             time.sleep(0.1)
         log = (cluster.base_dir / "log" / "slurmd.log").read_text()[-800:]
-        raise RuntimeUnavailable(f"Slurm node of {cluster.name} not idle after {timeout_s} s ({state}): {log}")
+        raise RuntimeUnavailable(
+            f"Slurm node of {cluster.name} not idle after {timeout_s} s ({state}): {log}"
+        )
 
     def _start_rest(self, cluster: SlurmCluster) -> None:
         out = cluster.run("scontrol", "token", f"username={REST_USER}", "lifespan=86400")
@@ -254,6 +280,7 @@ PartitionName=gpu Nodes={cluster.node} Default=YES MaxTime=INFINITE State=UP Ove
         )  # fmt: skip
         log.close()
         cluster.pids["slurmrestd"] = proc.pid
+        self._procs[(cluster.name, "slurmrestd")] = proc
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with socket.socket() as sock:
@@ -275,22 +302,43 @@ def _wait_for_file(path: Path, timeout_s: float = 10.0) -> Path:
     raise RuntimeUnavailable(f"{path} did not appear within {timeout_s} s")
 
 
-def _terminate(pid: int, timeout_s: float = 5.0) -> None:
-    """SIGTERM a daemon we started, SIGKILL it if it lingers."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+def _pids_under(base_dir: Path) -> list[int]:
+    """Processes whose working directory lies under ``base_dir`` (slurmstepd and job processes)."""
+    found = []
+    prefix = str(base_dir) + "/"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        if Path(f"/proc/{pid}/stat").exists() and ") Z " in Path(f"/proc/{pid}/stat").read_text():
-            return
-        time.sleep(0.05)
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if cwd.startswith(prefix) and not _gone(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def _gone(pid: int) -> bool:
     try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        return ") Z " in Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+
+
+def _terminate_all(targets: list[tuple[int, subprocess.Popen | None]], timeout_s: float = 3.0) -> None:
+    """SIGTERM processes we started, SIGKILL those that linger; reap the ones that are our children."""
+    for pid, _ in targets:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    waiting = list(targets)
+    while waiting and time.monotonic() < deadline:
+        waiting = [
+            (pid, proc) for pid, proc in waiting if not (proc.poll() is not None if proc else _gone(pid))
+        ]
+        time.sleep(0.02)
+    for pid, proc in waiting:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if proc is not None:
+            proc.wait(timeout=5)
