@@ -22,7 +22,7 @@ def record(
     session.add(
         AuditEntry(
             tenant_id=principal.tenant_id if principal else None,
-            token_id=principal.token_id if principal else None,
+            token_id=(principal.token_id or None) if principal else None,
             actor=principal.actor if principal else "system",
             action=action,
             target_type=target_type,

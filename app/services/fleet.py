@@ -212,7 +212,7 @@ def upsert_cluster(
     try:
         get_connector(kind, config)  # validates the config against the kind's JSON schema
     except ConfigError as exc:
-        name = exc.field if exc.field == "kind" else f"config.{exc.field}".rstrip(".")
+        name = exc.field if exc.field.startswith(("kind", "config")) else f"config.{exc.field}".rstrip(".")
         raise ValidationFailed("bad cluster", [FieldError(name, str(exc))]) from exc
     region = get_region(session, region_code)
     row = session.scalar(select(Cluster).where(Cluster.name == name))

@@ -1,0 +1,226 @@
+"""The ``gridshift`` command. Sub-commands live in app/commands/ (every module there exposing ``command``)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from app.config import Settings
+
+
+def _settings() -> Settings:
+    return Settings.from_env()
+
+
+def _sessions(settings: Settings):  # type: ignore[no-untyped-def]
+    from app.db import make_engine, make_session_factory
+
+    return make_session_factory(make_engine(settings))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Gridshift: plan deferrable GPU jobs for the lowest electricity cost and carbon."""
+
+
+@main.group()
+def db() -> None:
+    """Database schema (Alembic migrations)."""
+
+
+@db.command("upgrade")
+@click.option("--revision", default="head", show_default=True)
+def db_upgrade(revision: str) -> None:
+    from app import migrate
+
+    settings = _settings()
+    migrate.upgrade(settings, revision)
+    click.echo(f"database at {revision}: {settings.effective_database_url.split('@')[-1]}")
+
+
+@db.command("downgrade")
+@click.option("--revision", default="base", show_default=True)
+def db_downgrade(revision: str) -> None:
+    from app import migrate
+
+    migrate.downgrade(_settings(), revision)
+    click.echo(f"database at {revision}")
+
+
+@main.group()
+def tenant() -> None:
+    """Tenants and their API tokens."""
+
+
+@tenant.command("create")
+@click.argument("slug")
+@click.option("--name", default=None)
+@click.option("--operator", is_flag=True, help="may administer the fleet (regions, budgets, clusters)")
+def tenant_create(slug: str, name: str | None, operator: bool) -> None:
+    from app.db import session_scope
+    from app.services import auth
+
+    with session_scope(_sessions(_settings())) as s:
+        auth.create_tenant(s, slug, name, is_operator=operator)
+    click.echo(f"tenant {slug} created")
+
+
+@tenant.command("token")
+@click.argument("slug")
+@click.option("--name", default="cli", show_default=True)
+@click.option("--role", type=click.Choice(["admin", "member", "readonly"]), default="member", show_default=True)
+@click.option("--expires-in-days", type=int, default=None)
+def tenant_token(slug: str, name: str, role: str, expires_in_days: int | None) -> None:
+    """Issue a token; it is printed once and never stored in clear."""
+    from app.db import session_scope
+    from app.enums import Role
+    from app.services import auth
+
+    with session_scope(_sessions(_settings())) as s:
+        t = auth.get_tenant(s, slug)
+        exp = timedelta(days=expires_in_days) if expires_in_days else None
+        _row, token = auth.issue_token(s, t, name, Role(role), expires_in=exp)
+    click.echo(token)
+
+
+@main.group()
+def market() -> None:
+    """Market series (prices, carbon intensity, renewable share, load)."""
+
+
+@market.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--zone", default=None, help="zone of a harmonized file (default: file name up to '_')")
+@click.option("--source", default=None)
+def market_import(files: tuple[Path, ...], zone: str | None, source: str | None) -> None:
+    """Import CSV files (harmonized or long format; see README). A bad line rejects that file whole."""
+    from app.db import session_scope
+    from app.errors import ServiceError
+    from app.services import market as svc
+
+    factory = _sessions(_settings())
+    for path in files:
+        try:
+            points = svc.read_csv(path, zone=zone, source=source)
+            with session_scope(factory) as s:
+                n = svc.store(s, points)
+        except ServiceError as exc:
+            raise click.ClickException(f"{path}: {exc}") from exc
+        click.echo(f"{path}: {n} points")
+
+
+@main.group()
+def demo() -> None:
+    """The demo fleet."""
+
+
+@demo.command("seed")
+@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="harmonized data folder (real 2015-2023 series); without it a seeded synthetic scenario")
+@click.option("--seed", default=7, show_default=True)
+@click.option("--jobs", "n_jobs", default=24, show_default=True)
+def demo_seed(data_dir: Path | None, seed: int, n_jobs: int) -> None:
+    """Five regions on real bidding zones, a mixed inventory, tenants with tokens, market data and jobs."""
+    from app.db import session_scope
+    from app.services import demo as svc
+
+    settings = _settings()
+    with session_scope(_sessions(settings)) as s:
+        result = svc.seed(s, settings, data_dir=data_dir, seed=seed, n_jobs=n_jobs)
+    out = settings.var_dir / "demo_tokens.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if result.tokens:
+        out.write_text(json.dumps(result.tokens, indent=2))
+        out.chmod(0o600)
+    click.echo(result.summary)
+    if result.tokens:
+        click.echo(f"demo tokens written to {out} (shown once here):")
+        for name, token in result.tokens.items():
+            click.echo(f"  {name}: {token}")
+
+
+@main.command("web")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True)
+def web(host: str, port: int) -> None:
+    """Serve the API and dashboard (use gunicorn 'app.wsgi:app' in production)."""
+    from werkzeug.serving import run_simple
+
+    from app import create_app
+
+    run_simple(host, port, create_app(_settings()), threaded=True, use_reloader=False)
+
+
+@main.command("worker", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def worker(args: tuple[str, ...]) -> None:
+    """Run a Celery worker (extra arguments go to celery)."""
+    from app.worker import celery_app
+
+    celery_app.worker_main(["worker", "--loglevel=INFO", *args])
+
+
+@main.command("beat", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def beat(args: tuple[str, ...]) -> None:
+    """Run Celery beat (the periodic schedule in app/schedule.py)."""
+    settings = _settings()
+    from app.worker import celery_app
+
+    schedule = str(settings.var_dir / "celerybeat-schedule")
+    celery_app.start(["beat", "--loglevel=INFO", f"--schedule={schedule}", *args])
+
+
+@main.command("run")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True)
+@click.option("--concurrency", default=2, show_default=True)
+def run(host: str, port: int, concurrency: int) -> None:
+    """Start web + worker + beat together (the embedded default); Ctrl-C stops all three."""
+    import signal
+    import subprocess
+    import time
+
+    exe = [sys.executable, "-m", "app.cli"]
+    procs = [
+        subprocess.Popen([*exe, "web", "--host", host, "--port", str(port)]),
+        subprocess.Popen([*exe, "worker", f"--concurrency={concurrency}"]),
+        subprocess.Popen([*exe, "beat"]),
+    ]
+    click.echo(f"Gridshift on http://{host}:{port}  (web, worker, beat: pids {[p.pid for p in procs]})")
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    sys.exit(max((p.returncode or 0) for p in procs))
+
+
+def _register_commands() -> None:
+    import app.commands as pkg
+
+    for mod in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        command = getattr(importlib.import_module(f"app.commands.{mod.name}"), "command", None)
+        if command is not None:
+            main.add_command(command)
+
+
+_register_commands()
+
+if __name__ == "__main__":
+    main()

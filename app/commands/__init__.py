@@ -1,0 +1,1 @@
+"""Sub-commands of ``gridshift``: each module exposes ``command`` (a click command or group)."""
