@@ -1,0 +1,63 @@
+# Gridshift: the README's commands. `make run` = the embedded default; `make test` = the test suite.
+SHELL := /bin/bash
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+SHARED_DATA ?= $(abspath ../shared/data)
+DEMO_DATA := $(if $(wildcard $(SHARED_DATA)/harmonized/DE_hourly.csv.gz),--data $(SHARED_DATA)/harmonized,)
+PYTEST_ARGS ?=
+
+.PHONY: venv run seed test test-db lint typecheck bench-api bench-plan bench-forecast bench-dispatch bench-faults \
+        bench-load bench-profile compose-check clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+seed: venv
+	$(BIN)/gridshift db upgrade
+	$(BIN)/gridshift demo seed $(DEMO_DATA)
+
+## The embedded default: SQLite + SQLAlchemy broker under ./var, web on http://127.0.0.1:8000
+run: seed
+	$(BIN)/gridshift run --host 127.0.0.1 --port 8000
+
+## Whole suite; the database is SQLite unless GRIDSHIFT_TEST_DATABASE_URL names PostgreSQL.
+test: venv
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+## The database part of the suite once more on the SQLite default.
+test-db: venv
+	env -u GRIDSHIFT_TEST_DATABASE_URL -u GRIDSHIFT_TEST_BROKER_URL $(BIN)/pytest -q tests/app tests/migrations $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check app optimizer forecasting connectors bench tests
+	$(BIN)/lint-imports
+
+typecheck: venv
+	$(BIN)/mypy
+
+bench-api: venv
+	$(BIN)/python bench/api_bench.py
+bench-plan: venv
+	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized
+bench-forecast: venv
+	$(BIN)/python bench/forecast_bench.py
+bench-dispatch: venv
+	$(BIN)/python bench/dispatch_bench.py
+bench-faults: venv
+	$(BIN)/python bench/faults.py
+bench-load: venv
+	$(BIN)/python bench/load_bench.py
+bench-profile: venv
+	$(BIN)/python bench/profile_bench.py
+
+compose-check:
+	docker-compose config -q
+
+clean:
+	rm -rf var .pytest_cache .ruff_cache .mypy_cache
