@@ -1,0 +1,110 @@
+"""Turn per-row choices into a Plan: exact per-slot energy, cost and carbon; every job accounted for."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optimizer.bound import Choice, cumulative
+from optimizer.check import objective_value
+from optimizer.plan import (
+    Assignment,
+    Chunk,
+    Plan,
+    PlanStatus,
+    SolveStats,
+    Unplanned,
+    UnplannedReason,
+    gap_pct,
+)
+from optimizer.tables import Tables
+
+
+def assemble_plan(
+    tb: Tables,
+    ch: Choice,
+    *,
+    solver: str,
+    status: PlanStatus,
+    bound: float | None,
+    penalised: float | None,
+    stats: SolveStats,
+    left_out_reason: UnplannedReason = UnplannedReason.CAPACITY,
+) -> Plan:
+    """Build the Plan of ``ch`` over ``tb``.
+
+    Parameters
+    ----------
+    tb : Tables
+        Problem arrays.
+    ch : Choice
+        One option per plannable row (``r == -1``: left out for ``left_out_reason``).
+    solver : str
+        Name recorded in the plan.
+    status : PlanStatus
+        Outcome.
+    bound : float or None
+        Lower bound on the penalised objective [objective units].
+    penalised : float or None
+        Objective plus penalties of jobs left out [objective units], used for the gap.
+    stats : SolveStats
+        Statistics.
+    left_out_reason : UnplannedReason
+        Reason given to plannable rows left out.
+    """
+    problem = tb.problem
+    cum_e = cumulative(np.ones((tb.R, tb.T)))
+    cum_p = cumulative(np.where(tb.valid, tb.price_kwh, 0.0))
+    cum_c = cumulative(np.where(tb.valid, tb.carbon_kg_kwh, 0.0))
+    assignments: list[Assignment] = []
+    unplanned = list(tb.unplanned)
+    hw_names = [h.name for h in problem.hardware]
+    reg_names = [r.name for r in problem.regions]
+    for row in range(tb.J):
+        job = problem.jobs[int(tb.rows[row])]
+        r = int(ch.r[row])
+        if r < 0:
+            detail = (
+                "no room left beside the other jobs" if left_out_reason is UnplannedReason.CAPACITY else ""
+            )
+            unplanned.append(Unplanned(job.job_id, left_out_reason, detail))
+            continue
+        h = int(ch.h[row])
+        kw = float(tb.g[row] * tb.pkw[row, h] * tb.pue[r])
+        chunks = [(int(ch.s1[row]), int(ch.s1[row] + ch.l1[row]))]
+        if ch.l2[row] > 0:
+            chunks.append((int(ch.s2[row]), int(ch.s2[row] + ch.l2[row])))
+        energy = cost = carbon = 0.0
+        for s, e in chunks:
+            energy += kw * tb.slot_h * float(cum_e[r, e] - cum_e[r, s])
+            cost += kw * tb.slot_h * float(cum_p[r, e] - cum_p[r, s])
+            carbon += kw * tb.slot_h * float(cum_c[r, e] - cum_c[r, s])
+        assignments.append(
+            Assignment(
+                job.job_id,
+                reg_names[r],
+                hw_names[h],
+                tuple(Chunk(s, e) for s, e in chunks),
+                energy,
+                cost,
+                carbon,
+            )
+        )
+    cost = float(sum(a.cost for a in assignments))
+    carbon = float(sum(a.carbon_kg for a in assignments))
+    energy = float(sum(a.energy_kwh for a in assignments))
+    objective = objective_value(problem, cost, carbon)
+    if not problem.jobs:
+        status = PlanStatus.EMPTY
+    return Plan(
+        solver=solver,
+        status=status,
+        assignments=tuple(assignments),
+        unplanned=tuple(unplanned),
+        objective=objective,
+        best_bound=bound,
+        gap_pct=gap_pct(penalised if penalised is not None else objective, bound),
+        cost=cost,
+        carbon_kg=carbon,
+        energy_kwh=energy,
+        stats=stats,
+    )

@@ -1,0 +1,222 @@
+"""Lagrangian lower bound of the time-indexed model: GPU and power capacity constraints priced out.
+
+For multipliers ``lam[r, h, t] >= 0`` (GPUs), ``mu[r, t] >= 0`` (kW) and ``nu >= 0`` (cost cap), every
+job independently picks its cheapest option under the priced objective (or is left out at its penalty);
+``L(lam, mu, nu) = sum_j min_option(...) - sum lam * cap - sum mu * kw_cap - nu * cost_cap`` is a valid
+lower bound on the objective of every plan, and its maximum equals the bound of the LP relaxation of
+the time-indexed model (the job subproblems have the integrality property). Subgradient ascent with
+Polyak steps finds good multipliers; they also price congested slots for the primal heuristic.
+
+Interruptible jobs: the bound covers contiguous runs and the planner's two-chunk runs (each chunk
+relaxed to its own cheapest window), so it is valid for the planner's option model.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from optimizer.problem import ObjectiveKind
+from optimizer.tables import Segments, Tables
+
+
+@dataclass(slots=True)
+class Multipliers:
+    """Lagrange multipliers of the capacity constraints."""
+
+    lam: np.ndarray  # (R, H, T) per GPU-slot
+    mu: np.ndarray  # (R, T) per kW-slot
+    nu: float = 0.0  # per unit of cost above the cost cap
+
+    @classmethod
+    def zeros(cls, tb: Tables, nu: float = 0.0) -> Multipliers:
+        return cls(np.zeros((tb.R, tb.H, tb.T)), np.zeros((tb.R, tb.T)), nu)
+
+
+@dataclass(slots=True)
+class Choice:
+    """One option per job row: region, hardware and up to two chunks (``l2 == 0``: one chunk)."""
+
+    r: np.ndarray
+    h: np.ndarray
+    s1: np.ndarray
+    l1: np.ndarray
+    s2: np.ndarray
+    l2: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> Choice:
+        z = np.zeros(n, dtype=np.int64)
+        return cls(-np.ones(n, dtype=np.int64), z.copy(), z.copy(), z.copy(), z.copy(), z.copy())
+
+    def copy(self) -> Choice:
+        return Choice(
+            self.r.copy(), self.h.copy(), self.s1.copy(), self.l1.copy(), self.s2.copy(), self.l2.copy()
+        )
+
+
+def cumulative(x: np.ndarray) -> np.ndarray:
+    """Prefix sums along the last axis with a leading zero."""
+    pad = np.zeros((*x.shape[:-1], 1))
+    return np.concatenate((pad, np.cumsum(x, axis=-1)), axis=-1)
+
+
+def segment_values(tb: Tables, seg: Segments, cum_a: np.ndarray, cum_l: np.ndarray):
+    """Priced value of every start of ``seg``; returns ``(si, start, offsets, value)``."""
+    si, start, offsets = seg.expand()
+    rows = seg.job[si]
+    end = start + seg.length[si]
+    energy_w = cum_a[seg.r, end] - cum_a[seg.r, start]
+    lam_w = cum_l[seg.r, seg.h, end] - cum_l[seg.r, seg.h, start]
+    value = tb.g[rows] * (tb.pkw[rows, seg.h] * tb.pue[seg.r] * energy_w + lam_w)
+    value = np.where(seg.ok, value, np.inf)
+    return si, start, offsets, value
+
+
+def segment_argmin(si: np.ndarray, start: np.ndarray, offsets: np.ndarray, value: np.ndarray):
+    """Minimum value and the first start reaching it, per segment."""
+    seg_min = np.minimum.reduceat(value, offsets[:-1])
+    pos = np.flatnonzero(value == seg_min[si])
+    first_seg, first = np.unique(si[pos], return_index=True)
+    arg = np.zeros(len(seg_min), dtype=np.int64)
+    arg[first_seg] = start[pos[first]]
+    return seg_min, arg
+
+
+def evaluate(tb: Tables, m: Multipliers):
+    """Lagrangian value and each job's priced best option.
+
+    Returns
+    -------
+    tuple
+        ``(L, choice, best)``: the bound [objective units], the chosen options (``r == -1``: left out)
+        and each job's priced value.
+    """
+    w = tb.weights(m.nu)
+    cum_a = cumulative(tb.slot_h * w + m.mu)
+    cum_l = cumulative(m.lam)
+    best = tb.penalty.astype(float).copy()
+    ch = Choice.empty(tb.J)
+    for seg in tb.contig:
+        si, start, offsets, value = segment_values(tb, seg, cum_a, cum_l)
+        seg_min, arg = segment_argmin(si, start, offsets, value)
+        better = seg_min < best[seg.job]
+        rows = seg.job[better]
+        best[rows] = seg_min[better]
+        ch.r[rows], ch.h[rows], ch.s1[rows], ch.l1[rows], ch.l2[rows] = (
+            seg.r,
+            seg.h,
+            arg[better],
+            seg.length[better],
+            0,
+        )
+    for seg_a, seg_b in tb.halves:
+        va = segment_argmin(*segment_values(tb, seg_a, cum_a, cum_l))
+        vb = segment_argmin(*segment_values(tb, seg_b, cum_a, cum_l))
+        total = va[0] + vb[0]
+        better = total < best[seg_a.job]
+        rows = seg_a.job[better]
+        best[rows] = total[better]
+        ch.r[rows], ch.h[rows] = seg_a.r, seg_a.h
+        ch.s1[rows], ch.l1[rows] = va[1][better], seg_a.length[better]
+        ch.s2[rows], ch.l2[rows] = vb[1][better], seg_b.length[better]
+    value = float(best.sum() - (m.lam * tb.cap).sum() - (m.mu * tb.kw_cap).sum())
+    if tb.problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP:
+        value -= m.nu * float(tb.problem.objective.cost_cap or 0.0)
+    return value, ch, best
+
+
+def usage(tb: Tables, ch: Choice) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs ``(R, H, T)`` and facility power ``(R, T)`` [kW] used by ``ch``."""
+    gpu = np.zeros((tb.R, tb.H, tb.T + 1))
+    kw = np.zeros((tb.R, tb.T + 1))
+    on = ch.r >= 0
+    rows = np.flatnonzero(on)
+    r, h = ch.r[on], ch.h[on]
+    g = tb.g[rows].astype(float)
+    p = g * tb.pkw[rows, h] * tb.pue[r]
+    for s, ln in ((ch.s1[on], ch.l1[on]), (ch.s2[on], ch.l2[on])):
+        run = ln > 0
+        for arr, amount, idx in ((gpu, g, (r, h)), (kw, p, (r,))):
+            np.add.at(arr, (*[i[run] for i in idx], s[run]), amount[run])
+            np.add.at(arr, (*[i[run] for i in idx], s[run] + ln[run]), -amount[run])
+    return np.cumsum(gpu, axis=-1)[..., :-1], np.cumsum(kw, axis=-1)[..., :-1]
+
+
+def choice_cost(tb: Tables, ch: Choice) -> float:
+    """Energy cost of ``ch`` [currency] (NaN-free: options only use valid slots)."""
+    cum_p = cumulative(np.where(tb.valid, tb.price_kwh, 0.0))
+    on = ch.r >= 0
+    rows = np.flatnonzero(on)
+    r, h = ch.r[on], ch.h[on]
+    e = tb.g[rows] * tb.pkw[rows, h] * tb.pue[r] * tb.slot_h
+    s1, l1, s2, l2 = ch.s1[on], ch.l1[on], ch.s2[on], ch.l2[on]
+    total = cum_p[r, s1 + l1] - cum_p[r, s1] + np.where(l2 > 0, cum_p[r, s2 + l2] - cum_p[r, s2], 0.0)
+    return float((e * total).sum())
+
+
+def subgradient(
+    tb: Tables,
+    upper: float,
+    *,
+    max_iter: int = 200,
+    time_limit_s: float = 5.0,
+    start: Multipliers | None = None,
+) -> tuple[float, Multipliers, list[float]]:
+    """Subgradient ascent on the Lagrangian dual.
+
+    Parameters
+    ----------
+    tb : Tables
+        Problem arrays.
+    upper : float
+        Objective of a known plan (penalties included) [objective units], for the Polyak step.
+    max_iter : int
+        Iteration limit.
+    time_limit_s : float
+        Wall-clock limit [s].
+    start : Multipliers or None
+        Starting point (zeros by default).
+
+    Returns
+    -------
+    tuple
+        ``(best bound, its multipliers, bound per iteration)``.
+    """
+    t0 = time.perf_counter()
+    m = start or Multipliers.zeros(tb)
+    capped = tb.problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP
+    best_value, best_m, history = -np.inf, m, []
+    theta, stall = 1.0, 0
+    for _ in range(max_iter):
+        value, ch, _ = evaluate(tb, m)
+        history.append(value)
+        if not history[:-1] or value > best_value + 1e-9 * max(1.0, abs(best_value)):
+            best_value, best_m, stall = value, Multipliers(m.lam.copy(), m.mu.copy(), m.nu), 0
+        else:
+            stall += 1
+            if stall >= 4:
+                theta, stall = theta / 2.0, 0
+        gpu, kw = usage(tb, ch)
+        d_lam = gpu - tb.cap
+        d_mu = kw - tb.kw_cap
+        d_lam[(m.lam <= 0) & (d_lam < 0)] = 0.0
+        d_mu[(m.mu <= 0) & (d_mu < 0)] = 0.0
+        d_nu = choice_cost(tb, ch) - float(tb.problem.objective.cost_cap or 0.0) if capped else 0.0
+        if capped and m.nu <= 0 and d_nu < 0:
+            d_nu = 0.0
+        norm = float((d_lam**2).sum() + (d_mu**2).sum() + d_nu**2)
+        gap = upper - best_value
+        if norm <= 1e-12 or gap <= 1e-9 * max(1.0, abs(upper)) or theta < 1e-4:
+            break
+        if time.perf_counter() - t0 > time_limit_s:
+            break
+        step = theta * max(gap, 1e-9) / norm
+        m = Multipliers(
+            np.maximum(0.0, m.lam + step * d_lam),
+            np.maximum(0.0, m.mu + step * d_mu),
+            max(0.0, m.nu + step * d_nu),
+        )
+    return float(best_value), best_m, history

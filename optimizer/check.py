@@ -1,0 +1,195 @@
+"""Independent plan checker: verifies every constraint from the Problem's dataclasses and recomputes totals.
+
+It deliberately shares no code with the model builders or heuristics (plain loops over slots), so a bug
+in the vectorised solver code cannot hide itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from optimizer.plan import Plan
+from optimizer.problem import ObjectiveKind, Problem
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """Outcome of :func:`check_plan`.
+
+    Parameters
+    ----------
+    violations : tuple of str
+        One line per broken constraint or wrong figure (empty when the plan is valid).
+    late_jobs : tuple of str
+        Jobs that end after their deadline (a violation unless ``allow_late``).
+    cost, carbon_kg, energy_kwh, objective : float
+        Recomputed totals [currency], [kgCO2eq], [kWh], [objective units].
+    """
+
+    violations: tuple[str, ...]
+    late_jobs: tuple[str, ...]
+    cost: float
+    carbon_kg: float
+    energy_kwh: float
+    objective: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def objective_value(problem: Problem, cost: float, carbon_kg: float) -> float:
+    """Objective of a plan with these totals [currency, kgCO2eq or currency-equivalent]."""
+    kind = problem.objective.kind
+    if kind is ObjectiveKind.COST:
+        return cost
+    if kind is ObjectiveKind.WEIGHTED:
+        return cost + problem.objective.carbon_price_per_tonne * carbon_kg / 1000.0
+    return carbon_kg
+
+
+def _close(a: float, b: float, rel: float = 1e-6, abs_: float = 1e-6) -> bool:
+    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+
+
+def check_plan(problem: Problem, plan: Plan, *, allow_late: bool = False, tol: float = 1e-6) -> CheckReport:
+    """Verify ``plan`` against ``problem``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the plan claims to solve.
+    plan : Plan
+        The plan.
+    allow_late : bool
+        Accept runs that end after the deadline (baselines such as run-now queue jobs); they are listed in
+        ``late_jobs``.
+    tol : float
+        Absolute tolerance on power [kW] and relative tolerance on recomputed figures.
+
+    Returns
+    -------
+    CheckReport
+        Violations (empty when valid) and recomputed totals.
+    """
+    bad: list[str] = []
+    late: list[str] = []
+    jobs = {j.job_id: j for j in problem.jobs}
+    regions = {r.name: r for r in problem.regions}
+    hardware = {h.name: h for h in problem.hardware}
+    seen: dict[str, int] = defaultdict(int)
+    for u in plan.unplanned:
+        seen[u.job_id] += 1
+    gpu_use: dict[tuple[str, str, int], int] = defaultdict(int)
+    kw_use: dict[tuple[str, int], float] = defaultdict(float)
+    tot_cost = tot_carbon = tot_energy = 0.0
+    T, slot_h = problem.n_slots, problem.slot_hours
+    for a in plan.assignments:
+        seen[a.job_id] += 1
+        job = jobs.get(a.job_id)
+        where = f"job {a.job_id!r}"
+        if job is None:
+            bad.append(f"{where}: not in the problem")
+            continue
+        region, hw = regions.get(a.region), hardware.get(a.hardware)
+        if region is None or hw is None:
+            bad.append(f"{where}: unknown region {a.region!r} or hardware {a.hardware!r}")
+            continue
+        if job.allowed_regions is not None and a.region not in job.allowed_regions:
+            bad.append(f"{where}: region {a.region} not in allowed_regions")
+        if job.allowed_hardware is not None and a.hardware not in job.allowed_hardware:
+            bad.append(f"{where}: hardware {a.hardware} not in allowed_hardware")
+        if hw.memory_gb < job.memory_gb_per_gpu:
+            bad.append(f"{where}: {a.hardware} has {hw.memory_gb} GB < {job.memory_gb_per_gpu} GB needed")
+        duration = job.duration_slots.get(a.hardware)
+        if duration is None:
+            bad.append(f"{where}: no duration for {a.hardware}")
+            continue
+        chunks = list(a.chunks)
+        if not chunks:
+            bad.append(f"{where}: no chunks")
+            continue
+        for c0, c1 in itertools.pairwise(chunks):
+            if c1.start_slot < c0.end_slot:
+                bad.append(f"{where}: chunks overlap or are out of order")
+        if any(c.length_slots <= 0 or c.start_slot < 0 or c.end_slot > T for c in chunks):
+            bad.append(f"{where}: chunk empty or outside slots 0..{T}")
+            continue
+        run = sum(c.length_slots for c in chunks)
+        if not job.interruptible:
+            if len(chunks) != 1 or run != duration:
+                bad.append(
+                    f"{where}: needs one run of {duration} slots, got {[(c.start_slot, c.end_slot) for c in chunks]}"
+                )
+        else:
+            need = duration + job.checkpoint_overhead_slots * (len(chunks) - 1)
+            if run != need:
+                bad.append(f"{where}: runs {run} slots, needs {need} with {len(chunks)} chunks")
+            if len(chunks) > 1 and any(c.length_slots < job.min_chunk_slots for c in chunks):
+                bad.append(f"{where}: a chunk is shorter than min_chunk_slots={job.min_chunk_slots}")
+        if chunks[0].start_slot < job.release_slot:
+            bad.append(f"{where}: starts at slot {chunks[0].start_slot} before release {job.release_slot}")
+        if chunks[-1].end_slot > job.deadline_slot:
+            late.append(a.job_id)
+            if not allow_late:
+                bad.append(f"{where}: ends at slot {chunks[-1].end_slot} after deadline {job.deadline_slot}")
+        power_kw = job.gpus * problem.job_power_kw_per_gpu(job, a.hardware) * region.pue
+        energy = cost = carbon = 0.0
+        fx = problem.fx(region.currency)
+        for c in chunks:
+            for t in range(c.start_slot, c.end_slot):
+                price, ci = region.price_per_mwh[t], region.carbon_g_per_kwh[t]
+                if not (math.isfinite(price) and math.isfinite(ci)):
+                    bad.append(
+                        f"{where}: runs in slot {t} of {a.region} which has no price or carbon intensity"
+                    )
+                    price = ci = 0.0
+                e = power_kw * slot_h
+                energy += e
+                cost += e * price * fx / 1000.0
+                carbon += e * ci / 1000.0
+                gpu_use[(a.region, a.hardware, t)] += job.gpus
+                kw_use[(a.region, t)] += power_kw
+        for name, mine, theirs in (
+            ("energy_kwh", energy, a.energy_kwh),
+            ("cost", cost, a.cost),
+            ("carbon_kg", carbon, a.carbon_kg),
+        ):
+            if not _close(mine, theirs, tol):
+                bad.append(f"{where}: {name} {theirs} differs from recomputed {mine}")
+        tot_energy += energy
+        tot_cost += cost
+        tot_carbon += carbon
+    for job_id in jobs:
+        if seen.get(job_id, 0) != 1:
+            bad.append(f"job {job_id!r}: appears {seen.get(job_id, 0)} times in assignments + unplanned")
+    for job_id in seen:
+        if job_id not in jobs:
+            bad.append(f"job {job_id!r}: unknown job in the plan")
+    for (rname, hname, t), used in gpu_use.items():
+        have = regions[rname].gpus_at(hname, t)
+        if used > have:
+            bad.append(f"region {rname} slot {t}: {used} {hname} GPUs used, {have} available")
+    for (rname, t), used in kw_use.items():
+        reg = regions[rname]
+        limit = reg.power_budget_kw[t] - reg.base_kw_at(t)
+        if used > limit + tol * max(1.0, abs(limit)):
+            bad.append(f"region {rname} slot {t}: {used:.3f} kW for jobs, budget leaves {limit:.3f} kW")
+    objective = objective_value(problem, tot_cost, tot_carbon)
+    if (
+        problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP
+        and problem.objective.cost_cap is not None
+    ) and tot_cost > problem.objective.cost_cap * (1 + tol) + tol:
+        bad.append(f"plan cost {tot_cost:.4f} exceeds cost_cap {problem.objective.cost_cap}")
+    for name, mine, theirs in (
+        ("cost", tot_cost, plan.cost),
+        ("carbon_kg", tot_carbon, plan.carbon_kg),
+        ("energy_kwh", tot_energy, plan.energy_kwh),
+        ("objective", objective, plan.objective),
+    ):
+        if not _close(mine, theirs, 1e-6, 1e-4):
+            bad.append(f"plan {name} {theirs} differs from recomputed {mine}")
+    return CheckReport(tuple(bad), tuple(late), tot_cost, tot_carbon, tot_energy, objective)

@@ -1,0 +1,231 @@
+"""Primal heuristics: place jobs one by one at their best option that still fits, then improve locally.
+
+A job's options are scanned with numpy per hardware type (all regions and starts at once); a run is
+feasible if every slot it covers still has the GPUs and the power left and has valid curves. The score
+of an option is its objective plus, optionally, Lagrangian prices of the capacity it uses, so jobs
+placed early avoid slots that later jobs need.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from optimizer.bound import Choice, Multipliers, cumulative
+from optimizer.tables import BIG, Tables
+
+
+class Residual:
+    """GPUs and power left per slot."""
+
+    def __init__(self, tb: Tables) -> None:
+        self.gpu = tb.cap.astype(np.int64).copy()
+        self.kw = tb.kw_cap.astype(float).copy()
+
+    def apply(self, tb: Tables, ch: Choice, row: int, sign: int) -> None:
+        """Take (``sign=-1``) or give back (``sign=+1``) the capacity of ``row``'s option."""
+        r, h = int(ch.r[row]), int(ch.h[row])
+        if r < 0:
+            return
+        g = int(tb.g[row])
+        p = tb.power_kw(row, r, h)
+        for s, ln in ((ch.s1[row], ch.l1[row]), (ch.s2[row], ch.l2[row])):
+            if ln > 0:
+                self.gpu[r, h, s : s + ln] += sign * g
+                self.kw[r, s : s + ln] += sign * p
+
+
+def _windows(x: np.ndarray, first: int, last: int, length: int) -> np.ndarray:
+    """``min(x[..., s:s+length])`` for s in first..last."""
+    view = np.lib.stride_tricks.sliding_window_view(x[..., first : last + length], length, axis=-1)
+    return view.min(axis=-1)
+
+
+class Scanner:
+    """Finds a job's best feasible option against the residual capacity."""
+
+    def __init__(self, tb: Tables, m: Multipliers | None = None, nu: float = 0.0) -> None:
+        self.tb = tb
+        w = tb.weights(nu)
+        self.cum_obj = cumulative(tb.slot_h * w)  # objective per kW over a run
+        self.cum_bad = cumulative((~tb.valid).astype(float))
+        self.cum_mu = cumulative(m.mu) if m is not None else None
+        self.cum_lam = cumulative(m.lam) if m is not None else None
+
+    def _score(self, row: int, rr: np.ndarray, h: int, starts: np.ndarray, length: int):
+        tb = self.tb
+        end = starts + length
+        power = tb.g[row] * tb.pkw[row, h] * tb.pue[rr][:, None]
+        obj = power * (self.cum_obj[rr][:, end] - self.cum_obj[rr][:, starts])
+        score = obj
+        if self.cum_mu is not None and self.cum_lam is not None:
+            score = obj + power * (self.cum_mu[rr][:, end] - self.cum_mu[rr][:, starts])
+            score = score + tb.g[row] * (self.cum_lam[rr, h][:, end] - self.cum_lam[rr, h][:, starts])
+        bad = (self.cum_bad[rr][:, end] - self.cum_bad[rr][:, starts]) > 0
+        return obj, score, bad, power
+
+    def _fits(
+        self, res: Residual, row: int, rr: np.ndarray, h: int, first: int, last: int, length: int, power
+    ):
+        gpu_ok = _windows(res.gpu[rr, h], first, last, length) >= self.tb.g[row]
+        kw_ok = _windows(res.kw[rr], first, last, length) >= power - 1e-9
+        return gpu_ok & kw_ok
+
+    def best(
+        self, row: int, res: Residual
+    ) -> tuple[float, float, tuple[int, int, int, int, int, int]] | None:
+        """``(score, objective, (r, h, s1, l1, s2, l2))`` of the best feasible option, or None."""
+        tb = self.tb
+        rel, dl = int(tb.rel[row]), int(tb.dl[row])
+        found: tuple[float, float, tuple[int, int, int, int, int, int]] | None = None
+        for h in np.flatnonzero(tb.elig[row].any(axis=0)):
+            rr = np.flatnonzero(tb.elig[row, :, h])
+            length = int(tb.dur[row, h])
+            last = dl - length
+            starts = np.arange(rel, last + 1)
+            obj, score, bad, power = self._score(row, rr, int(h), starts, length)
+            ok = self._fits(res, row, rr, int(h), rel, last, length, power) & ~bad
+            masked = np.where(ok, score, np.inf)
+            k = int(np.argmin(masked))
+            i, j = divmod(k, masked.shape[1])
+            if np.isfinite(masked[i, j]) and (found is None or masked[i, j] < found[0]):
+                found = (
+                    float(masked[i, j]),
+                    float(obj[i, j]),
+                    (int(rr[i]), int(h), int(starts[j]), length, 0, 0),
+                )
+            if tb.intr[row]:
+                two = self._two_chunks(row, res, rr, int(h), rel, dl, length)
+                if two is not None and (found is None or two[0] < found[0]):
+                    found = two
+        return found
+
+    def _two_chunks(self, row, res, rr, h, rel, dl, length):
+        tb = self.tb
+        a = -(-length // 2)
+        b = length - a + int(tb.ovh[row])
+        if length - a <= 0 or min(a, b) < tb.min_chunk[row] or dl - rel < a + b + 1:
+            return None
+        sa = np.arange(rel, dl - b - a)  # chunk a must end at least one slot before chunk b starts
+        sb = np.arange(rel + a + 1, dl - b + 1)
+        obj_a, sc_a, bad_a, power = self._score(row, rr, h, sa, a)
+        obj_b, sc_b, bad_b, _ = self._score(row, rr, h, sb, b)
+        ok_a = self._fits(res, row, rr, h, int(sa[0]), int(sa[-1]), a, power) & ~bad_a
+        ok_b = self._fits(res, row, rr, h, int(sb[0]), int(sb[-1]), b, power) & ~bad_b
+        ma = np.where(ok_a, sc_a, np.inf)
+        mb = np.where(ok_b, sc_b, np.inf)
+        # sb[k] = sa[k] + a + 1, so chunk a at index <= k pairs with chunk b at index k
+        pref = np.minimum.accumulate(ma, axis=1)
+        total = pref + mb
+        k = int(np.argmin(total))
+        i, jb = divmod(k, total.shape[1])
+        if not np.isfinite(total[i, jb]):
+            return None
+        ja = int(np.argmin(ma[i, : jb + 1]))
+        objective = float(obj_a[i, ja] + obj_b[i, jb])
+        return float(total[i, jb]), objective, (int(rr[i]), h, int(sa[ja]), a, int(sb[jb]), b)
+
+
+def option_objective(tb: Tables, ch: Choice, nu: float = 0.0) -> np.ndarray:
+    """Objective of each row's option [objective units]; NaN for rows left out."""
+    cum = cumulative(tb.slot_h * tb.weights(nu))
+    out = np.full(tb.J, np.nan)
+    on = np.flatnonzero(ch.r >= 0)
+    r, h = ch.r[on], ch.h[on]
+    power = tb.g[on] * tb.pkw[on, h] * tb.pue[r]
+    s1, l1, s2, l2 = ch.s1[on], ch.l1[on], ch.s2[on], ch.l2[on]
+    part2 = np.where(l2 > 0, cum[r, np.minimum(s2 + l2, tb.T)] - cum[r, s2], 0.0)
+    out[on] = power * (cum[r, s1 + l1] - cum[r, s1] + part2)
+    return out
+
+
+def penalised_objective(tb: Tables, ch: Choice, nu: float = 0.0) -> float:
+    """Objective of ``ch`` plus the penalty of every row left out [objective units]."""
+    obj = option_objective(tb, ch, nu)
+    return float(np.nansum(obj) + tb.penalty[ch.r < 0].sum())
+
+
+def greedy_order(tb: Tables) -> np.ndarray:
+    """Rows by priority (high first), slack (least first), then size (largest first)."""
+    min_dur = np.where(tb.dur > 0, tb.dur, 10**9).min(axis=1) if tb.J else np.zeros(0)
+    slack = tb.dl - tb.rel - min_dur
+    size = tb.g * min_dur
+    return np.lexsort((-size, slack, -tb.prio))
+
+
+def place(
+    tb: Tables,
+    order: np.ndarray,
+    *,
+    m: Multipliers | None = None,
+    nu: float = 0.0,
+    deadline: float | None = None,
+) -> Choice:
+    """Place rows in ``order`` at their best feasible option (score = objective + prices of ``m``).
+
+    Rows that fit nowhere are left out (``r == -1``). ``deadline`` is a ``time.perf_counter()`` value after
+    which the remaining rows are placed by objective only, with no further pricing work (never skipped).
+    """
+    ch = Choice.empty(tb.J)
+    res = Residual(tb)
+    scan = Scanner(tb, m, nu)
+    for row in order:
+        found = scan.best(int(row), res)
+        if found is None:
+            continue
+        ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
+        res.apply(tb, ch, int(row), -1)
+    del deadline
+    return ch
+
+
+def improve(tb: Tables, ch: Choice, *, nu: float = 0.0, time_limit_s: float = 5.0, seed: int = 0) -> Choice:
+    """Local search: take each job out and put it back at its best feasible option; retry left-out jobs.
+
+    Stops after a pass without improvement or at ``time_limit_s`` [s]. Never makes the objective worse.
+    """
+    t0 = time.perf_counter()
+    ch = ch.copy()
+    res = Residual(tb)
+    for row in np.flatnonzero(ch.r >= 0):
+        res.apply(tb, ch, int(row), -1)
+    scan = Scanner(tb, None, nu)
+    current = option_objective(tb, ch, nu)
+    rng = np.random.default_rng(seed)
+    while time.perf_counter() - t0 < time_limit_s:
+        changed = 0.0
+        # left-out jobs first, then the most expensive runs
+        order = np.concatenate((np.flatnonzero(ch.r < 0), np.argsort(-np.nan_to_num(current, nan=-1.0))))
+        order = order[: len(order)]
+        for row in order:
+            if time.perf_counter() - t0 > time_limit_s:
+                break
+            row = int(row)
+            old = (ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row])
+            res.apply(tb, ch, row, +1)
+            found = scan.best(row, res)
+            was = current[row] if ch.r[row] >= 0 else tb.penalty[row]
+            if found is not None and found[1] < was - 1e-9 * max(1.0, abs(was)):
+                ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
+                current[row] = found[1]
+                changed += was - found[1]
+            else:
+                ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = old
+            res.apply(tb, ch, row, -1)
+        if changed <= 1e-9:
+            break
+        rng.shuffle(order)
+    return ch
+
+
+__all__ = [
+    "BIG",
+    "Residual",
+    "Scanner",
+    "greedy_order",
+    "improve",
+    "option_objective",
+    "penalised_objective",
+    "place",
+]

@@ -1,0 +1,178 @@
+"""The Gridshift planner: heuristic plan, Lagrangian bound, priced re-plan, local search, then CP-SAT.
+
+Pipeline (each step bounded by the time limit):
+
+1. ``build_tables``: validate jobs, windows, feasibility alone (reasons for the rest).
+2. Greedy placement (least slack first, cheapest feasible option) gives a first plan and upper bound.
+3. Subgradient ascent on the Lagrangian dual gives the lower bound and capacity prices.
+4. Priced placement (objective + capacity prices) and local search improve the plan.
+5. If the reduced-cost-fixed option set is small enough, CP-SAT over aggregated job classes, warm-started
+   from the best plan, tightens plan and bound.
+
+The gap is reported against the best valid bound; nothing is claimed optimal unless proven.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from optimizer.assemble import assemble_plan
+from optimizer.bound import Choice, Multipliers, choice_cost, evaluate, subgradient
+from optimizer.cpsat import build_classes, build_model, build_options, read_solution, solve_model
+from optimizer.heuristic import greedy_order, improve, penalised_objective, place
+from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
+from optimizer.problem import ObjectiveKind, Problem, SolveParams
+from optimizer.tables import Tables, build_tables
+
+
+def _cap_ok(tb: Tables, ch: Choice) -> bool:
+    obj = tb.problem.objective
+    if obj.kind is not ObjectiveKind.CARBON_WITH_COST_CAP or obj.cost_cap is None:
+        return True
+    return choice_cost(tb, ch) <= obj.cost_cap * (1 + 1e-9)
+
+
+def _score(tb: Tables, ch: Choice) -> float:
+    """Penalised objective, +inf when the cost cap is broken."""
+    return penalised_objective(tb, ch) if _cap_ok(tb, ch) else float("inf")
+
+
+def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name: str = "gridshift") -> Plan:
+    """Plan ``problem`` with the full pipeline.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    params : SolveParams or None
+        Time limit [s], workers, seed.
+    name : str
+        Solver name recorded in the plan.
+
+    Returns
+    -------
+    Plan
+        A plan that satisfies every constraint, jobs left out with their reason, bound and gap.
+    """
+    params = params or SolveParams()
+    t0 = time.perf_counter()
+    limit = params.time_limit_s
+    phases: dict[str, float] = {}
+    notes: list[str] = []
+
+    def lap(key: str, since: float) -> float:
+        now = time.perf_counter()
+        phases[key] = round(now - since, 4)
+        return now
+
+    def left() -> float:
+        return limit - (time.perf_counter() - t0)
+
+    tb = build_tables(problem)
+    t = lap("tables", t0)
+    if tb.J == 0:
+        stats = SolveStats(
+            time.perf_counter() - t0, len(problem.jobs), 0, 0, "", phases, ("nothing plannable",)
+        )
+        return assemble_plan(
+            tb,
+            Choice.empty(0),
+            solver=name,
+            status=PlanStatus.FEASIBLE,
+            bound=0.0,
+            penalised=0.0,
+            stats=stats,
+        )
+    capped = problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP
+    order = greedy_order(tb)
+    best = place(tb, order)
+    if capped and not _cap_ok(tb, best):
+        price_only = Multipliers.zeros(tb, nu=1e6)  # cheapest plan, to satisfy the cap first
+        best = place(tb, order, nu=price_only.nu)
+    best_score = _score(tb, best)
+    t = lap("greedy", t)
+    upper = best_score if np.isfinite(best_score) else penalised_objective(tb, best)
+    lower, m, history = subgradient(tb, upper, max_iter=300, time_limit_s=max(0.05, 0.3 * left()))
+    t = lap("lagrangian", t)
+    notes.append(f"lagrangian iterations={len(history)}")
+    for nu in [m.nu, m.nu * 2 + 1e-3, m.nu * 4 + 1e-2] if capped else [0.0]:
+        if left() < 0.1 * limit:
+            break
+        cand = place(tb, order, m=m, nu=nu)
+        score = _score(tb, cand)
+        if score < best_score:
+            best, best_score = cand, score
+    t = lap("priced_greedy", t)
+    nu_ls = m.nu if capped else 0.0
+    cand = improve(tb, best, nu=nu_ls, time_limit_s=max(0.05, 0.25 * left()), seed=params.random_seed)
+    if _score(tb, cand) <= best_score:
+        best, best_score = cand, _score(tb, cand)
+    t = lap("local_search", t)
+    bound = lower
+    status = PlanStatus.FEASIBLE
+    cp_status, n_options, n_classes = "", 0, 0
+    gap_abs = best_score - lower
+    if np.isfinite(best_score) and gap_abs > 1e-6 * max(1.0, abs(best_score)) and left() > 0.5:
+        _, _, priced = evaluate(tb, m)
+        cls, rep, counts = build_classes(tb)
+        n_classes = len(rep)
+        opts = build_options(tb, cls, rep, m, priced, gap_abs, [best], params.max_cpsat_options)
+        n_options = len(opts.cls)
+        t = lap("options", t)
+        if n_options <= params.max_cpsat_options * 1.5 and left() > 0.5:
+            scale = float(problem.cost_scale)
+            built, rows = build_model(tb, opts, cls, rep, counts, best, scale)
+            t = lap("cpsat_build", t)
+            solver, st = solve_model(built, params, left() - 0.2)
+            cp_status = solver.status_name(st)
+            t = lap("cpsat_solve", t)
+            notes.append(
+                f"cpsat options={n_options} classes={n_classes} rows={rows} exact_pruning={opts.exact}"
+            )
+            if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                cand = read_solution(solver, built, opts, cls, tb.J)
+                score = _score(tb, cand)
+                if score <= best_score + 1e-9 * max(1.0, abs(best_score)):
+                    best, best_score = cand, score
+                if opts.exact:
+                    slack = 0.5 * tb.J / scale
+                    bound = max(bound, min(solver.best_objective_bound / scale, upper) - slack)
+                    if st == cp_model.OPTIMAL and score <= solver.objective_value / scale + slack:
+                        status = PlanStatus.OPTIMAL
+            elif st == cp_model.MODEL_INVALID:
+                notes.append("cpsat model invalid: " + built.model.validate())
+            else:
+                notes.append(f"cpsat returned {cp_status}; keeping the heuristic plan")
+        else:
+            notes.append(f"cpsat skipped: {n_options} options > limit {params.max_cpsat_options}")
+    elif np.isfinite(best_score) and gap_abs <= 1e-6 * max(1.0, abs(best_score)):
+        status = PlanStatus.OPTIMAL
+    if not np.isfinite(best_score):
+        notes.append("no plan found within the cost cap")
+    penalised = penalised_objective(tb, best)
+    bound = min(bound, penalised)
+    stats = SolveStats(
+        wall_s=time.perf_counter() - t0,
+        num_jobs=len(problem.jobs),
+        num_classes=n_classes,
+        num_options=n_options,
+        cp_status=cp_status,
+        phases=phases,
+        notes=tuple(notes),
+    )
+    reason = UnplannedReason.CAPACITY
+    if not _cap_ok(tb, best):
+        best, status, reason = Choice.empty(tb.J), PlanStatus.NO_SOLUTION, UnplannedReason.NOT_SOLVED
+    return assemble_plan(
+        tb,
+        best,
+        solver=name,
+        status=status,
+        bound=bound,
+        penalised=penalised,
+        stats=stats,
+        left_out_reason=reason,
+    )

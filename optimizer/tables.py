@@ -1,0 +1,334 @@
+"""Numeric tables of a Problem: per-slot curves as arrays, jobs validated, start windows per (region, hardware).
+
+``build_tables`` is the only place that turns the dataclasses into numpy arrays. Jobs that cannot run at
+all (alone, with the whole fleet to themselves) are returned as ``Unplanned`` with the first reason that
+applies, in this order: invalid fields, deadline before release, outside the horizon, no eligible region,
+no eligible hardware, window too short, power budget too low, invalid prices.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from optimizer.plan import Unplanned, UnplannedReason
+from optimizer.problem import ObjectiveKind, Problem
+
+BIG = 1e12  # stand-in for +inf in cumulative sums (NaN-free arithmetic)
+
+
+@dataclass(slots=True)
+class Segments:
+    """Start windows of one (region, hardware) pair for a set of jobs and one run length each.
+
+    ``job[i]`` may start at slots ``rel[i] .. rel[i] + nst[i] - 1`` and runs ``length[i]`` slots;
+    ``ok`` (flattened over all starts, in that order) marks starts that are feasible alone.
+    """
+
+    r: int
+    h: int
+    job: np.ndarray  # int64 job row
+    length: np.ndarray  # int64 run length [slots]
+    rel: np.ndarray  # int64 first start
+    nst: np.ndarray  # int64 number of starts
+    ok: np.ndarray  # bool, flattened starts
+
+    def expand(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Flattened ``(segment index, start slot, offsets)`` of every start."""
+        seg = np.repeat(np.arange(len(self.job)), self.nst)
+        offsets = np.concatenate(([0], np.cumsum(self.nst)))
+        start = self.rel[seg] + (np.arange(len(seg)) - offsets[seg])
+        return seg, start, offsets
+
+
+@dataclass(slots=True)
+class Tables:
+    """Arrays of one problem (rows of job arrays are the plannable jobs only)."""
+
+    problem: Problem
+    T: int
+    R: int
+    H: int
+    slot_h: float
+    price_kwh: np.ndarray  # (R, T) currency/kWh, NaN where missing
+    carbon_kg_kwh: np.ndarray  # (R, T) kg/kWh, NaN where missing
+    valid: np.ndarray  # (R, T) bool
+    pue: np.ndarray  # (R,)
+    cap: np.ndarray  # (R, H, T) GPUs
+    kw_cap: np.ndarray  # (R, T) kW left for jobs (budget - base load)
+    rows: np.ndarray  # problem job index of each row
+    g: np.ndarray  # (J,) GPUs
+    rel: np.ndarray  # (J,) release slot (clipped to 0)
+    dl: np.ndarray  # (J,) deadline slot (clipped to T)
+    prio: np.ndarray  # (J,)
+    intr: np.ndarray  # (J,) bool
+    min_chunk: np.ndarray  # (J,)
+    ovh: np.ndarray  # (J,)
+    dur: np.ndarray  # (J, H) run length, 0 = not eligible
+    pkw: np.ndarray  # (J, H) kW per GPU
+    elig: np.ndarray  # (J, R, H) bool, allowed and feasible alone somewhere
+    contig: list[Segments]  # one per (r, h) with eligible jobs
+    halves: list[tuple[Segments, Segments]]  # two-chunk windows of interruptible jobs per (r, h)
+    penalty: np.ndarray  # (J,) objective charged for leaving a plannable job out
+    unplanned: list[Unplanned]
+
+    @property
+    def J(self) -> int:
+        return len(self.rows)
+
+    def weights(self, nu: float = 0.0) -> np.ndarray:
+        """Objective per kWh ``(R, T)`` [objective unit/kWh]; BIG where the curves are missing."""
+        obj = self.problem.objective
+        if obj.kind is ObjectiveKind.COST:
+            w = self.price_kwh
+        elif obj.kind is ObjectiveKind.CARBON:
+            w = self.carbon_kg_kwh
+        elif obj.kind is ObjectiveKind.WEIGHTED:
+            w = self.price_kwh + obj.carbon_price_per_tonne / 1000.0 * self.carbon_kg_kwh
+        else:
+            w = self.carbon_kg_kwh + nu * self.price_kwh
+        return np.where(self.valid, w, BIG)
+
+    def power_kw(self, row: int, r: int, h: int) -> float:
+        """Facility power of job ``row`` on (r, h) [kW]."""
+        return float(self.g[row] * self.pkw[row, h] * self.pue[r])
+
+
+def _halves(dur: int, ovh: int, min_chunk: int) -> tuple[int, int] | None:
+    """Lengths of the two chunks of an interruptible run, or None when a chunk would be too short."""
+    a = math.ceil(dur / 2)
+    b = dur - a + ovh
+    if dur - a <= 0 or a < min_chunk or b < min_chunk:
+        return None
+    return a, b
+
+
+def _sliding_min(x: np.ndarray, length: int) -> np.ndarray:
+    """``out[s] = min(x[s:s+length])`` for s = 0 .. len(x) - length."""
+    return np.lib.stride_tricks.sliding_window_view(x, length).min(axis=-1)
+
+
+def _job_fields(problem: Problem, hw_index: dict[str, int], region_index: dict[str, int]):
+    """Per-job arrays and the reasons of jobs invalid on their own fields."""
+    T, H, R = problem.n_slots, len(problem.hardware), len(problem.regions)
+    unplanned: list[Unplanned] = []
+    keep: list[int] = []
+    dur = np.zeros((len(problem.jobs), H), dtype=np.int64)
+    pkw = np.zeros((len(problem.jobs), H))
+    allowed = np.zeros((len(problem.jobs), R, H), dtype=bool)
+    for i, job in enumerate(problem.jobs):
+        reason, detail = None, ""
+        if job.gpus <= 0 or job.priority < 0 or job.min_chunk_slots < 1 or job.checkpoint_overhead_slots < 0:
+            reason, detail = UnplannedReason.INVALID_JOB, "gpus, priority, min_chunk or overhead out of range"
+        elif any(d <= 0 for d in job.duration_slots.values()):
+            reason, detail = UnplannedReason.INVALID_JOB, "duration_slots must be positive"
+        elif job.deadline_slot <= job.release_slot:
+            reason = UnplannedReason.DEADLINE_BEFORE_RELEASE
+            detail = f"deadline slot {job.deadline_slot} <= release slot {job.release_slot}"
+        elif job.release_slot >= T or job.deadline_slot <= 0:
+            reason, detail = UnplannedReason.OUTSIDE_HORIZON, f"window outside slots 0..{T}"
+        if reason is not None:
+            unplanned.append(Unplanned(job.job_id, reason, detail))
+            continue
+        regions = [region_index[r] for r in (job.allowed_regions or region_index) if r in region_index]
+        if not regions:
+            unplanned.append(Unplanned(job.job_id, UnplannedReason.NO_ELIGIBLE_REGION, "no allowed region"))
+            continue
+        hw_ok = []
+        for name, d in job.duration_slots.items():
+            h = hw_index.get(name)
+            if h is None or (job.allowed_hardware is not None and name not in job.allowed_hardware):
+                continue
+            if problem.hardware[h].memory_gb < job.memory_gb_per_gpu:
+                continue
+            power = problem.job_power_kw_per_gpu(job, name)
+            if not (power >= 0 and math.isfinite(power)):
+                continue
+            dur[i, h], pkw[i, h] = int(d), power
+            hw_ok.append(h)
+        for r in regions:
+            for h in hw_ok:
+                allowed[i, r, h] = True
+        keep.append(i)
+    return keep, dur, pkw, allowed, unplanned
+
+
+def build_tables(problem: Problem) -> Tables:
+    """Validate ``problem`` and build its arrays and start windows.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+
+    Returns
+    -------
+    Tables
+        Arrays over the plannable jobs, plus an ``Unplanned`` entry with its reason for every other job.
+    """
+    T, R, H = problem.n_slots, len(problem.regions), len(problem.hardware)
+    hw_index = {h.name: k for k, h in enumerate(problem.hardware)}
+    region_index = {r.name: k for k, r in enumerate(problem.regions)}
+    price = np.array(
+        [[p * problem.fx(r.currency) / 1000.0 for p in r.price_per_mwh] for r in problem.regions]
+    )
+    carbon = np.array([[c / 1000.0 for c in r.carbon_g_per_kwh] for r in problem.regions])
+    price = price.reshape(R, T)
+    carbon = carbon.reshape(R, T)
+    valid = np.isfinite(price) & np.isfinite(carbon) & (carbon >= 0)
+    cap = np.zeros((R, H, T), dtype=np.int64)
+    kw_cap = np.zeros((R, T))
+    for r, reg in enumerate(problem.regions):
+        for h, hw in enumerate(problem.hardware):
+            per_slot = reg.inventory_per_slot.get(hw.name)
+            cap[r, h] = per_slot if per_slot is not None else reg.inventory.get(hw.name, 0)
+        base = np.zeros(T) if reg.base_load_kw is None else np.asarray(reg.base_load_kw, dtype=float)
+        kw_cap[r] = np.nan_to_num(np.asarray(reg.power_budget_kw, dtype=float) - base, nan=0.0)
+    pue = np.array([r.pue for r in problem.regions], dtype=float)
+
+    keep, dur_all, pkw_all, allowed_all, unplanned = _job_fields(problem, hw_index, region_index)
+    idx = np.array(keep, dtype=np.int64)
+    jobs = [problem.jobs[i] for i in keep]
+    g = np.array([j.gpus for j in jobs], dtype=np.int64)
+    rel = np.array([max(0, j.release_slot) for j in jobs], dtype=np.int64)
+    dl = np.array([min(T, j.deadline_slot) for j in jobs], dtype=np.int64)
+    dur, pkw, allowed = dur_all[idx], pkw_all[idx], allowed_all[idx]
+    intr = np.array([j.interruptible for j in jobs], dtype=bool)
+    min_chunk = np.array([j.min_chunk_slots for j in jobs], dtype=np.int64)
+    ovh = np.array([j.checkpoint_overhead_slots for j in jobs], dtype=np.int64)
+    J = len(jobs)
+    # stage[j] = how far the best (r, h) got: 0 no hw, 1 window, 2 gpus, 3 power, 4 prices, 5 feasible
+    stage = np.zeros(J, dtype=np.int64)
+    elig = np.zeros((J, R, H), dtype=bool)
+    contig: list[Segments] = []
+    halves: list[tuple[Segments, Segments]] = []
+
+    def segments(r: int, h: int, rows: np.ndarray, length: np.ndarray, first: np.ndarray, last: np.ndarray):
+        nst = np.maximum(last - first + 1, 0)
+        seg = Segments(r, h, rows, length, first, nst, np.zeros(0, dtype=bool))
+        si, start, _ = seg.expand()
+        ln = length[si]
+        ok_gpu = np.ones(len(si), dtype=bool)
+        ok_kw = np.ones(len(si), dtype=bool)
+        ok_valid = np.ones(len(si), dtype=bool)
+        for L in np.unique(length):
+            sel = ln == L
+            st = start[sel]
+            ok_gpu[sel] = _sliding_min(cap[r, h], int(L))[st] >= g[rows[si[sel]]]
+            power = g[rows[si[sel]]] * pkw[rows[si[sel]], h] * pue[r]
+            ok_kw[sel] = _sliding_min(kw_cap[r], int(L))[st] >= power - 1e-9
+            ok_valid[sel] = _sliding_min(valid[r].astype(np.int8), int(L))[st] > 0
+        seg.ok = ok_gpu & ok_kw & ok_valid
+        stages = np.stack([ok_gpu, ok_gpu & ok_kw, seg.ok]).astype(np.int64)
+        return seg, si, stages
+
+    for r in range(R):
+        for h in range(H):
+            rows = np.flatnonzero(allowed[:, r, h])
+            if len(rows) == 0:
+                continue
+            stage[rows] = np.maximum(stage[rows], 1)
+            L = dur[rows, h]
+            fits = dl[rows] - rel[rows] >= L
+            rows, L = rows[fits], L[fits]
+            if len(rows) == 0:
+                continue
+            stage[rows] = np.maximum(stage[rows], 2)
+            seg, si, stages = segments(r, h, rows, L, rel[rows], dl[rows] - L)
+            for k in range(3):
+                hit = np.zeros(len(rows), dtype=bool)
+                np.logical_or.at(hit, si, stages[k].astype(bool))
+                stage[rows[hit]] = np.maximum(stage[rows[hit]], 3 + k)
+            feasible = np.zeros(len(rows), dtype=bool)
+            np.logical_or.at(feasible, si, seg.ok)
+            elig[rows[feasible], r, h] = True
+            contig.append(seg)
+            ir = np.flatnonzero(intr[rows])
+            ab = [_halves(int(dur[rows[i], h]), int(ovh[rows[i]]), int(min_chunk[rows[i]])) for i in ir]
+            pick = [i for i, x in zip(ir, ab, strict=True) if x is not None]
+            if pick:
+                a = np.array([x[0] for x in ab if x is not None], dtype=np.int64)
+                b = np.array([x[1] for x in ab if x is not None], dtype=np.int64)
+                hr = rows[np.array(pick)]
+                room = dl[hr] - rel[hr] >= a + b + 1
+                hr, a, b = hr[room], a[room], b[room]
+                if len(hr):
+                    seg_a, _, _ = segments(r, h, hr, a, rel[hr], dl[hr] - b - 1 - a)
+                    seg_b, _, _ = segments(r, h, hr, b, rel[hr] + a + 1, dl[hr] - b)
+                    halves.append((seg_a, seg_b))
+
+    reasons = {
+        0: UnplannedReason.NO_ELIGIBLE_HARDWARE,
+        1: UnplannedReason.WINDOW_TOO_SHORT,
+        2: UnplannedReason.NO_ELIGIBLE_HARDWARE,
+        3: UnplannedReason.POWER_BUDGET_TOO_LOW,
+        4: UnplannedReason.INVALID_PRICES,
+    }
+    details = {
+        0: "no allowed hardware type with enough memory and a duration",
+        1: "no eligible (region, hardware) fits its run time between release and deadline",
+        2: "needs more GPUs than any eligible region has in its window",
+        3: "its power draw exceeds the power budget over every possible run",
+        4: "every possible run crosses a slot with a missing price or carbon intensity",
+    }
+    plannable = stage >= 5
+    for k in np.flatnonzero(~plannable):
+        unplanned.append(Unplanned(jobs[k].job_id, reasons[int(stage[k])], details[int(stage[k])]))
+    remap = -np.ones(J, dtype=np.int64)
+    remap[plannable] = np.arange(int(plannable.sum()))
+
+    def restrict(seg: Segments) -> Segments:
+        keep_seg = plannable[seg.job]
+        si, _, _ = seg.expand()
+        return Segments(
+            seg.r,
+            seg.h,
+            remap[seg.job[keep_seg]],
+            seg.length[keep_seg],
+            seg.rel[keep_seg],
+            seg.nst[keep_seg],
+            seg.ok[keep_seg[si]],
+        )
+
+    tables = Tables(
+        problem=problem,
+        T=T,
+        R=R,
+        H=H,
+        slot_h=problem.slot_hours,
+        price_kwh=price,
+        carbon_kg_kwh=carbon,
+        valid=valid,
+        pue=pue,
+        cap=cap,
+        kw_cap=kw_cap,
+        rows=idx[plannable],
+        g=g[plannable],
+        rel=rel[plannable],
+        dl=dl[plannable],
+        prio=np.array([max(1, j.priority) for j in jobs])[plannable] if J else np.zeros(0, dtype=np.int64),
+        intr=intr[plannable],
+        min_chunk=min_chunk[plannable],
+        ovh=ovh[plannable],
+        dur=dur[plannable],
+        pkw=pkw[plannable],
+        elig=elig[plannable],
+        contig=[s for s in (restrict(s) for s in contig) if len(s.job)],
+        halves=[(restrict(a), restrict(b)) for a, b in halves],
+        penalty=np.zeros(0),
+        unplanned=unplanned,
+    )
+    tables.halves = [(a, b) for a, b in tables.halves if len(a.job)]
+    w = tables.weights(nu=1.0)
+    w_max = float(np.max(np.where(valid, w, 0.0))) if valid.any() else 1.0
+    worst = (
+        tables.g
+        * (tables.pkw * (tables.dur + tables.ovh[:, None])).max(axis=1)
+        * pue.max()
+        * tables.slot_h
+        * max(w_max, 1e-6)
+    )
+    tables.penalty = 10.0 * tables.prio * worst + 1.0
+    return tables
