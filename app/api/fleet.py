@@ -83,6 +83,8 @@ class ClusterIn(Schema):
     kind = fields.String(required=True, validate=CODE)
     config = fields.Dict(load_default=dict)
     enabled = fields.Boolean(load_default=True)
+    secrets = fields.Dict(keys=fields.String(validate=validate.Length(1, 100)), load_only=True, load_default=None,
+                          metadata={"description": "credentials, stored encrypted and never returned"})
 
 
 class ClusterOut(Schema):
@@ -91,6 +93,7 @@ class ClusterOut(Schema):
     kind = fields.String()
     config = fields.Dict()
     enabled = fields.Boolean()
+    has_secrets = fields.Function(lambda c: c.secrets_encrypted is not None, dump_only=True)
 
 
 def _region(code: str) -> Region:
@@ -198,6 +201,8 @@ def put_cluster(data: dict[str, Any], name: str) -> Any:
     p = operator()
     db = extensions.db_session()
     row = fleet.upsert_cluster(db, name, data["region"], data["kind"], data["config"], data["enabled"])
+    if data.get("secrets") is not None:
+        row = fleet.set_cluster_secrets(db, name, data["secrets"], extensions.settings().encryption_keys)
     audit.record(db, p, "cluster.put", "cluster", name, kind=data["kind"], region=data["region"])
     db.commit()
     return row

@@ -224,3 +224,25 @@ def upsert_cluster(
     row.region, row.kind, row.config, row.enabled = region, kind, config, enabled
     session.flush()
     return row
+
+
+# --- connector credentials, encrypted at rest (app/crypto.py) -------------------------------------------
+
+
+def set_cluster_secrets(session: Session, name: str, secrets: dict[str, Any] | None, keys: tuple[str, ...]) -> Cluster:
+    """Store a cluster's credentials encrypted with the newest key; ``{}`` or None clears them."""
+    from app import crypto
+
+    row = session.scalar(select(Cluster).where(Cluster.name == name))
+    if row is None:
+        raise NotFound(f"cluster {name!r}")
+    row.secrets_encrypted = crypto.encrypt_json(keys, secrets) if secrets else None
+    session.flush()
+    return row
+
+
+def cluster_secrets(cluster: Cluster, keys: tuple[str, ...]) -> dict[str, Any]:
+    """A cluster's decrypted credentials (``{}`` when it has none), for building its connector."""
+    from app import crypto
+
+    return crypto.decrypt_json(keys, cluster.secrets_encrypted) if cluster.secrets_encrypted else {}

@@ -1,0 +1,145 @@
+"""Reports: a job's receipt, and per month, tenant and region energy, cost, CO2 and savings (JSON, CSV, PDF)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response
+from flask_smorest import Blueprint
+from marshmallow import Schema, fields, validate
+
+from app import extensions
+from app.api import principal
+from app.api.schemas import CODE
+from app.services import report_export, reports
+
+blp = Blueprint("reports", __name__, url_prefix="/api/v1", description="Receipts and monthly reports")
+
+
+class ReportQuery(Schema):
+    month = fields.String(validate=validate.Regexp(r"^\d{4}-\d{2}$", error="expected YYYY-MM"),
+                          metadata={"description": "UTC month, e.g. 2030-01; default: this month"})
+    region = fields.String(validate=CODE)
+    tenant = fields.String(validate=validate.Length(1, 63),
+                           metadata={"description": "operator admins only: one tenant instead of all"})
+
+
+class ReportRowOut(Schema):
+    month = fields.String()
+    tenant = fields.String()
+    region = fields.String()
+    currency = fields.String()
+    jobs = fields.Integer()
+    metered_jobs = fields.Integer()
+    energy_kwh = fields.Float()
+    cost = fields.Float()
+    carbon_kg = fields.Float(metadata={"description": "location-based [kgCO2eq]"})
+    carbon_market_kg = fields.Float(allow_none=True, metadata={"description": "market-based, where contracts exist"})
+    run_now_cost = fields.Float()
+    run_now_carbon_kg = fields.Float()
+    saving_cost = fields.Float()
+    saving_carbon_kg = fields.Float()
+    saving_pct = fields.Float(allow_none=True)
+
+
+class ReportOut(Schema):
+    month = fields.String()
+    start = fields.DateTime(format="iso")
+    end = fields.DateTime(format="iso")
+    currency = fields.String()
+    tenant = fields.String()
+    rows = fields.List(fields.Nested(ReportRowOut))
+    total = fields.Nested(ReportRowOut)
+    generated_at = fields.DateTime(format="iso")
+
+
+class FiguresOut(Schema):
+    energy_kwh = fields.Float(allow_none=True)
+    cost = fields.Float(allow_none=True)
+    carbon_kg = fields.Float(allow_none=True)
+
+
+class ReceiptOut(Schema):
+    job_id = fields.Integer()
+    job_name = fields.String()
+    state = fields.String()
+    basis = fields.String(allow_none=True, metadata={"description": "metered, planned, or null before planning"})
+    region = fields.String(allow_none=True)
+    hardware = fields.String(allow_none=True)
+    gpu_count = fields.Integer()
+    start_at = fields.DateTime(format="iso", allow_none=True)
+    end_at = fields.DateTime(format="iso", allow_none=True)
+    runtime_job_id = fields.String(allow_none=True)
+    run_state = fields.String(allow_none=True)
+    energy_source = fields.String(allow_none=True)
+    planned_energy_kwh = fields.Float(allow_none=True)
+    metered_energy_kwh = fields.Float(allow_none=True)
+    currency = fields.String()
+    actual = fields.Nested(FiguresOut, metadata={"description": "metered, else planned"})
+    carbon_market_kg = fields.Float(allow_none=True)
+    run_now = fields.Nested(FiguresOut)
+    saving_cost = fields.Float(allow_none=True)
+    saving_carbon_kg = fields.Float(allow_none=True)
+
+
+def _report(q: dict[str, Any]) -> reports.MonthlyReport:
+    return reports.monthly_report(
+        extensions.db_session(), principal(), q.get("month"), region=q.get("region"), tenant=q.get("tenant"),
+        fx_rates=extensions.settings().extra.get("fx_rates", {}),
+    )
+
+
+@blp.route("/reports/monthly")
+@blp.arguments(ReportQuery, location="query")
+@blp.response(200, ReportOut)
+def monthly(q: dict[str, Any]) -> Any:
+    """Per tenant and region: energy, cost, location- and market-based CO2, savings against run-now.
+
+    A tenant sees its own jobs; an operator admin sees every tenant.
+    """
+    return _report(q)
+
+
+@blp.route("/reports/monthly.csv")
+@blp.arguments(ReportQuery, location="query")
+@blp.response(200, content_type="text/csv")
+def monthly_csv(q: dict[str, Any]) -> Response:
+    """The monthly report as CSV."""
+    report = _report(q)
+    return Response(report_export.to_csv(report), mimetype="text/csv", headers={
+        "Content-Disposition": f'attachment; filename="gridshift-{report.tenant}-{report.month}.csv"'})
+
+
+@blp.route("/reports/monthly.pdf")
+@blp.arguments(ReportQuery, location="query")
+@blp.response(200, content_type="application/pdf")
+def monthly_pdf(q: dict[str, Any]) -> Response:
+    """The monthly report as a PDF with charts."""
+    report = _report(q)
+    return Response(report_export.to_pdf(report), mimetype="application/pdf", headers={
+        "Content-Disposition": f'attachment; filename="gridshift-{report.tenant}-{report.month}.pdf"'})
+
+
+@blp.route("/jobs/<int:job_id>/receipt")
+@blp.response(200, ReceiptOut)
+def receipt(job_id: int) -> Any:
+    """A job's energy, cost and CO2 (metered when its run finished, else planned) and its saving against run-now."""
+    job, entry, run = reports.receipt(extensions.db_session(), principal(), job_id,
+                                      fx_rates=extensions.settings().extra.get("fx_rates", {}))
+    body: dict[str, Any] = {
+        "job_id": job.id, "job_name": job.name, "state": job.state.value, "gpu_count": job.gpu_count,
+        "runtime_job_id": run.runtime_job_id if run else None, "run_state": run.state.value if run else None,
+        "basis": None, "currency": extensions.settings().reporting_currency, "actual": {}, "run_now": {},
+    }
+    if entry is not None:
+        body.update(
+            basis=entry.basis, region=entry.region, hardware=entry.hardware, start_at=entry.start_at,
+            end_at=entry.end_at, energy_source=entry.energy_source, planned_energy_kwh=entry.planned_energy_kwh,
+            metered_energy_kwh=entry.metered_energy_kwh, currency=entry.currency,
+            actual={"energy_kwh": entry.energy_kwh, "cost": entry.cost, "carbon_kg": entry.carbon_kg},
+            carbon_market_kg=entry.carbon_market_kg,
+            run_now={"energy_kwh": entry.run_now_energy_kwh, "cost": entry.run_now_cost,
+                     "carbon_kg": entry.run_now_carbon_kg},
+            saving_cost=entry.saving_cost, saving_carbon_kg=entry.saving_carbon_kg,
+        )
+    return body

@@ -1,0 +1,402 @@
+"""Dispatch: claim the due assignments of the current plan and submit them to their cluster's runtime.
+
+The database is the single source of truth. A run moves through
+``dispatching -> submitted -> running -> succeeded | failed | cancelled | lost`` (``app.enums.RunState``); the
+job follows it. Exactly-once comes from three guards:
+
+1. **Claim.** A due assignment is claimed by a conditional ``UPDATE jobs SET state='dispatching' WHERE
+   state='planned'`` (on PostgreSQL after ``SELECT ... FOR UPDATE SKIP LOCKED``), and a job with an active
+   run is never claimed again. The claim and the new ``runs`` row commit together.
+2. **Idempotency key.** The run's ``run_key`` is stored before anything reaches the runtime; the connector
+   receives it (Slurm job name, Ray submission id, Kubernetes Job name, local run dir). A redelivered submit
+   first asks ``connector.find(run_key)`` and adopts the job it already submitted.
+3. **Recovery.** A claim older than ``settings.claim_stale_s`` with no runtime job id (its worker died, or
+   the embedded broker lost the message) is re-claimed by the tick and submitted again, which guard 2 makes
+   safe.
+
+A submit that keeps failing is given up only when the runtime can say that it holds no job with that key;
+otherwise the run waits in ``dispatching`` for the recovery above. Status sync lives in
+:mod:`app.services.dispatch_sync`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.enums import TERMINAL_RUN_STATES, JobState, RunState
+from app.models import Assignment, Cluster, HardwareType, Job, Plan, Region, Run
+from app.services import jobs as job_service
+from app.services.dispatch_failures import requeue_after_failure
+from app.services.fleet import snapshot
+from connectors.base import ClusterConnector, ConfigError, ConnectorError, JobSpec
+from connectors.registry import get_connector
+
+ACTIVE_RUN_STATES = (RunState.DISPATCHING, RunState.SUBMITTED, RunState.RUNNING)
+#: Extra wall-clock time a run gets beyond its planned duration before the runtime stops it [fraction].
+TIME_LIMIT_MARGIN = 0.5
+#: ... and at least this much [min].
+TIME_LIMIT_MIN_MARGIN_MINUTES = 30
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    """What one dispatch tick did.
+
+    Attributes
+    ----------
+    claimed : tuple of int
+        Runs created for due assignments (to be submitted).
+    recovered : tuple of int
+        Runs whose stale claim was taken over (to be submitted again).
+    failed_jobs : tuple of int
+        Jobs that could not be dispatched (no cluster in the region, no command) and were re-queued or failed.
+    """
+
+    claimed: tuple[int, ...] = ()
+    recovered: tuple[int, ...] = ()
+    failed_jobs: tuple[int, ...] = ()
+
+    @property
+    def to_submit(self) -> tuple[int, ...]:
+        """Every run id a submit task must be sent for."""
+        return self.claimed + self.recovered
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOutcome:
+    """Result of one submit attempt.
+
+    Attributes
+    ----------
+    run_id : int
+        The run.
+    state : str
+        Run state afterwards (``submitted``, ``failed``, ``cancelled``, ...), or ``skipped`` when there was
+        nothing to do (already submitted, locked by another worker).
+    runtime_job_id : str or None
+        The runtime's id for the job.
+    adopted : bool
+        True when the runtime already held a job with the run key (a redelivered or recovered submit).
+    replan : bool
+        True when the job went back to ``pending`` and a re-plan should run.
+    """
+
+    run_id: int
+    state: str
+    runtime_job_id: str | None = None
+    adopted: bool = False
+    replan: bool = False
+
+
+def worker_id() -> str:
+    """``host:pid`` of this process, recorded as the claimant of a run."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _is_pg(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def new_run_key(job_id: int, attempt: int, hardware: str) -> str:
+    """Idempotency key of a new run, e.g. ``gs-17-1-h100-3fa9c2`` (a DNS-1123 label, <= 63 chars).
+
+    The random tail keeps keys unique when a database is rebuilt against a runtime that still remembers the
+    old keys; the hardware code is readable by operators on the runtime side.
+    """
+    hw = "".join(c for c in hardware.lower() if c.isalnum())[:16] or "hw"
+    return f"gs-{job_id}-{attempt}-{hw}-{secrets.token_hex(3)}"
+
+
+def hardware_of_run_key(run_key: str) -> str | None:
+    """Hardware code written into a run key by :func:`new_run_key`, or None for a foreign key."""
+    parts = run_key.split("-")
+    return parts[3] if len(parts) == 5 and parts[0] == "gs" else None
+
+
+def current_plan_id(session: Session) -> int | None:
+    """Id of the plan marked current (the newest if several are)."""
+    return session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
+
+
+def tick(session: Session, settings: Settings, *, now: datetime, worker: str, limit: int = 500) -> TickResult:
+    """Claim due assignments and recover stale claims; commits. The caller sends one submit per run id.
+
+    Parameters
+    ----------
+    now : datetime
+        Current time [UTC]. Assignments starting before ``now + dispatch_interval_s`` are due: they are
+        submitted one tick ahead with ``begin_at`` = planned start, so the runtime starts them on time.
+    worker : str
+        Claimant recorded on the runs.
+    limit : int
+        Most assignments claimed in one tick [count].
+    """
+    recovered = recover_stale(session, settings, now=now, worker=worker)
+    claimed, failed = claim_due(session, settings, now=now, worker=worker, limit=limit)
+    return TickResult(claimed=claimed, recovered=recovered, failed_jobs=failed)
+
+
+def claim_due(
+    session: Session, settings: Settings, *, now: datetime, worker: str, limit: int = 500
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Create a ``dispatching`` run for every due assignment of the current plan; commits.
+
+    Returns
+    -------
+    (run ids, ids of jobs that could not be dispatched)
+    """
+    plan_id = current_plan_id(session)
+    if plan_id is None:
+        return (), ()
+    due_before = now + timedelta(seconds=settings.dispatch_interval_s)
+    q = (
+        select(Job, Assignment)
+        .join(Assignment, Assignment.job_id == Job.id)
+        .where(Assignment.plan_id == plan_id, Job.state == JobState.PLANNED, Assignment.start_at <= due_before)
+        .order_by(Assignment.start_at, Assignment.id)
+        .limit(limit)
+    )
+    if _is_pg(session):
+        q = q.with_for_update(of=Job, skip_locked=True)  # a concurrent tick skips the rows this one holds
+    claimed: list[int] = []
+    failed: list[int] = []
+    seen: set[int] = set()
+    for job, assignment in session.execute(q).all():
+        if job.id in seen:
+            continue  # one run per job, even if a plan holds two assignments for it
+        seen.add(job.id)
+        won = session.execute(
+            update(Job).where(Job.id == job.id, Job.state == JobState.PLANNED).values(state=JobState.DISPATCHING)
+        )
+        if won.rowcount != 1:  # type: ignore[attr-defined]
+            continue  # another tick claimed it first (SQLite path)
+        session.refresh(job)
+        active = session.scalar(select(Run).where(Run.job_id == job.id, Run.state.in_(ACTIVE_RUN_STATES)).limit(1))
+        if active is not None:
+            # The job already runs (a re-plan reset its state): keep the job on the run's state, never a twin.
+            job.state = JobState(active.state.value)
+            continue
+        run = _new_run(session, job, assignment, now=now, worker=worker)
+        if run is None:
+            failed.append(job.id)
+            continue
+        claimed.append(run.id)
+    session.commit()
+    return tuple(claimed), tuple(failed)
+
+
+def _new_run(session: Session, job: Job, assignment: Assignment, *, now: datetime, worker: str) -> Run | None:
+    """Add the run for a claimed job, or re-queue the job when its region has no usable cluster."""
+    hardware = session.get(HardwareType, assignment.hardware_type_id)
+    region = session.get(Region, assignment.region_id)
+    assert hardware is not None and region is not None
+    cluster = pick_cluster(session, region.id)
+    attempt = 1 + (session.scalar(select(func.count()).select_from(Run).where(Run.job_id == job.id)) or 0)
+    run = Run(
+        job_id=job.id, assignment_id=assignment.id, cluster_id=cluster.id if cluster else None, attempt=attempt,
+        run_key=new_run_key(job.id, attempt, hardware.code), state=RunState.DISPATCHING, claimed_by=worker,
+        claimed_at=now, planned_start_at=assignment.start_at, created_at=now,
+    )  # fmt: skip
+    session.add(run)
+    session.flush()
+    if cluster is None:
+        reason = f"region {region.code} has no enabled cluster"
+        requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED)
+        return None
+    job_service.set_state(
+        session, job, JobState.DISPATCHING,
+        f"run {run.run_key} on cluster {cluster.name} ({region.code}/{hardware.code}), "
+        f"planned start {assignment.start_at.isoformat()}", at=now,
+    )  # fmt: skip
+    return run
+
+
+def pick_cluster(session: Session, region_id: int) -> Cluster | None:
+    """The enabled cluster of a region (the oldest when there are several)."""
+    q = select(Cluster).where(Cluster.region_id == region_id, Cluster.enabled.is_(True)).order_by(Cluster.id)
+    return session.scalar(q.limit(1))
+
+
+def recover_stale(session: Session, settings: Settings, *, now: datetime, worker: str) -> tuple[int, ...]:
+    """Take over ``dispatching`` runs whose claim is older than ``claim_stale_s`` and unsubmitted; commits."""
+    cutoff = now - timedelta(seconds=settings.claim_stale_s)
+    stale = session.execute(
+        select(Run.id, Run.claimed_at).where(
+            Run.state == RunState.DISPATCHING, Run.runtime_job_id.is_(None), Run.claimed_at < cutoff
+        )
+    ).all()
+    taken: list[int] = []
+    for run_id, claimed_at in stale:
+        won = session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.state == RunState.DISPATCHING, Run.claimed_at == claimed_at)
+            .values(claimed_at=now, claimed_by=worker)
+        )
+        if won.rowcount == 1:  # type: ignore[attr-defined]
+            taken.append(run_id)
+    session.commit()
+    return tuple(taken)
+
+
+def connector_for(cluster: Cluster, settings: Settings) -> ClusterConnector:
+    """The connector of a cluster: its kind, its config and its decrypted credentials (if any)."""
+    config = dict(cluster.config or {})
+    if cluster.secrets_encrypted:
+        from app.services import fleet
+
+        config.update(fleet.cluster_secrets(cluster, settings.encryption_keys))
+    return get_connector(cluster.kind, config)
+
+
+def build_spec(session: Session, run: Run) -> JobSpec:
+    """The runtime spec of a run: command, GPUs, ``begin_at`` = planned start, time limit, profile power.
+
+    Raises
+    ------
+    ConfigError
+        When the job cannot be expressed (no command and no image); ``field`` names it.
+    """
+    job = run.job
+    assignment = session.get(Assignment, run.assignment_id) if run.assignment_id else None
+    hardware = hardware_of_run_key(run.run_key) or ""
+    planned_minutes = 60
+    if assignment is not None:
+        hw_row = session.get(HardwareType, assignment.hardware_type_id)
+        hardware = hw_row.code if hw_row else hardware
+        planned_minutes = max(1, math.ceil((assignment.end_at - assignment.start_at).total_seconds() / 60))
+    margin = max(TIME_LIMIT_MIN_MARGIN_MINUTES, math.ceil(planned_minutes * TIME_LIMIT_MARGIN))
+    fleet = snapshot(session)
+    power_w = fleet.power_w(hardware, job.workload_class.value) if hardware in fleet.hardware else 0.0
+    return JobSpec(
+        run_key=run.run_key, name=job.name, command=job.command, image=job.image,
+        env={str(k): str(v) for k, v in (job.env or {}).items()}, gpu_count=job.gpu_count, hardware=hardware,
+        begin_at=run.planned_start_at, time_limit_minutes=planned_minutes + margin, power_w_per_gpu=power_w,
+    )  # fmt: skip
+
+
+def submit_run(session: Session, settings: Settings, run_id: int, *, now: datetime, worker: str) -> SubmitOutcome:
+    """Submit one claimed run to its runtime (or adopt the job a previous attempt submitted); commits.
+
+    Raises
+    ------
+    ConnectorError
+        When the runtime failed with ``retryable=True``; the caller retries with backoff and finally calls
+        :func:`give_up`. Non-retryable errors fail the run and re-queue the job here.
+    """
+    q = select(Run).where(Run.id == run_id)
+    if _is_pg(session):
+        q = q.with_for_update(skip_locked=True)  # held across the runtime call; released if this worker dies
+    run = session.scalar(q)
+    if run is None or run.state != RunState.DISPATCHING or run.runtime_job_id:
+        session.rollback()
+        return SubmitOutcome(run_id, "skipped")
+    job = run.job
+    if job.state == JobState.CANCELLED:
+        return _finish_unsubmitted(session, run, RunState.CANCELLED, "job cancelled before submission", now)
+    if run.cluster is None or not run.cluster.enabled:
+        return _fail(session, run, "cluster removed or disabled before submission", now)
+    try:
+        spec = build_spec(session, run)
+    except ConfigError as exc:
+        return _finish_unsubmitted(session, run, RunState.FAILED, f"cannot dispatch: {exc}", now, fail_job=True)
+    connector = connector_for(run.cluster, settings)
+    adopted = False
+    try:
+        runtime_id = connector.find(run.run_key)
+        adopted = runtime_id is not None
+        if runtime_id is None:
+            runtime_id = connector.submit(spec)
+    except ConnectorError as exc:
+        session.rollback()
+        if exc.retryable:
+            _note_error(session, run_id, str(exc))
+            raise
+        run = session.get(Run, run_id)
+        assert run is not None
+        return _fail(session, run, f"runtime refused the job: {exc}", now)
+    return _mark_submitted(session, run_id, runtime_id, adopted=adopted, now=now, connector=connector)
+
+
+def _mark_submitted(
+    session: Session, run_id: int, runtime_id: str, *, adopted: bool, now: datetime, connector: ClusterConnector
+) -> SubmitOutcome:
+    won = session.execute(
+        update(Run)
+        .where(Run.id == run_id, Run.state == RunState.DISPATCHING)
+        .values(state=RunState.SUBMITTED, runtime_job_id=runtime_id, submitted_at=now, error=None)
+    )
+    run = session.get(Run, run_id)
+    assert run is not None
+    session.refresh(run)
+    if won.rowcount != 1:  # type: ignore[attr-defined]
+        # The run was cancelled (or finished) while we talked to the runtime: do not leave a job behind.
+        if run.state == RunState.CANCELLED:
+            run.runtime_job_id = runtime_id
+            connector.cancel(runtime_id)
+        session.commit()
+        return SubmitOutcome(run_id, run.state.value, runtime_id, adopted)
+    job = run.job
+    if job.state == JobState.CANCELLED:
+        connector.cancel(runtime_id)  # cancelled through the API during the submit
+    elif job.state in (JobState.DISPATCHING, JobState.PLANNED, JobState.PENDING):
+        how = "found on the runtime (earlier attempt)" if adopted else "submitted"
+        job_service.set_state(session, job, JobState.SUBMITTED, f"run {run.run_key} {how} as {runtime_id}", at=now)
+    session.commit()
+    return SubmitOutcome(run_id, RunState.SUBMITTED.value, runtime_id, adopted)
+
+
+def _note_error(session: Session, run_id: int, message: str) -> None:
+    session.execute(update(Run).where(Run.id == run_id, Run.state == RunState.DISPATCHING).values(error=message))
+    session.commit()
+
+
+def _fail(session: Session, run: Run, reason: str, now: datetime) -> SubmitOutcome:
+    replan = requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED)
+    session.commit()
+    return SubmitOutcome(run.id, RunState.FAILED.value, replan=replan)
+
+
+def _finish_unsubmitted(
+    session: Session, run: Run, state: RunState, reason: str, now: datetime, *, fail_job: bool = False
+) -> SubmitOutcome:
+    run.state, run.error, run.finished_at = state, reason, now
+    if fail_job and run.job.state not in (JobState.CANCELLED,):
+        job_service.set_state(session, run.job, JobState.FAILED, f"run {run.run_key}: {reason}", at=now)
+    session.commit()
+    return SubmitOutcome(run.id, state.value)
+
+
+def give_up(session: Session, settings: Settings, run_id: int, error: str, *, now: datetime) -> SubmitOutcome:
+    """After the last retry: fail the run only if the runtime confirms it holds no job with its key; commits.
+
+    When the runtime cannot answer, the run stays ``dispatching`` and the tick's stale-claim recovery tries
+    it again later: giving up blindly could start the job twice (the first submit may have landed).
+    """
+    run = session.get(Run, run_id)
+    if run is None or run.state != RunState.DISPATCHING or run.cluster is None:
+        return SubmitOutcome(run_id, "skipped")
+    try:
+        runtime_id = connector_for(run.cluster, settings).find(run.run_key)
+    except (ConnectorError, OSError) as exc:
+        run.error = f"{error}; runtime unreachable ({exc}); will retry after {settings.claim_stale_s:.0f} s"
+        session.commit()
+        return SubmitOutcome(run_id, RunState.DISPATCHING.value)
+    if runtime_id is not None:
+        return _mark_submitted(
+            session, run_id, runtime_id, adopted=True, now=now, connector=connector_for(run.cluster, settings)
+        )
+    return _fail(session, run, f"submission failed after retries: {error}", now)
+
+
+def is_terminal(run: Run) -> bool:
+    """True once a run can no longer change state."""
+    return run.state in TERMINAL_RUN_STATES

@@ -1,0 +1,247 @@
+"""Status sync: poll the runtimes of active runs and record what happened.
+
+For each ``submitted``/``running`` run: a job cancelled through the API has its runtime job cancelled; the
+runtime's state moves the run and its job on (with a job event per change); a finished run gets its actual
+start and end, exit code, metered energy (``connector.energy``: NVML, accounting or estimate), and its cost
+and carbon from the market series of its region's zone over the hours it ran. A failed run sends its job
+back to planning (:mod:`app.services.dispatch_failures`). A runtime that does not answer is simply asked
+again next time; a run the runtime says it does not know is ``lost`` and its job is re-planned.
+
+Cost and carbon use facility energy (metered IT energy times the region's PUE), like the planner's figures:
+``cost = sum_h E_h * PUE * price_h / 1000`` [EUR, price in EUR/MWh] and
+``carbon_kg = sum_h E_h * PUE * ci_h / 1000`` [kg, ci in gCO2eq/kWh], with ``E_h`` the share of the run's
+energy in hour ``h`` (constant power assumed). Hours without a published value take the mean of the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.enums import JobState, RunState, SeriesKind
+from app.models import Cluster, Job, Region, Run
+from app.services import jobs as job_service
+from app.services import market
+from app.services.dispatch import connector_for
+from app.services.dispatch_failures import requeue_after_failure
+from connectors.base import ClusterConnector, ConnectorError, RunStatus, RuntimeState
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    """What one status sync saw and changed (run ids)."""
+
+    polled: int = 0
+    started: tuple[int, ...] = ()
+    succeeded: tuple[int, ...] = ()
+    failed: tuple[int, ...] = ()
+    cancelled: tuple[int, ...] = ()
+    lost: tuple[int, ...] = ()
+    unreachable: tuple[int, ...] = ()
+    replan: bool = False
+
+
+@dataclass
+class _Acc:
+    polled: int = 0
+    lists: dict[str, list[int]] = field(default_factory=dict)
+    replan: bool = False
+
+    def add(self, kind: str, run_id: int) -> None:
+        self.lists.setdefault(kind, []).append(run_id)
+
+    def result(self) -> SyncResult:
+        get = lambda k: tuple(self.lists.get(k, ()))  # noqa: E731
+        return SyncResult(self.polled, get("started"), get("succeeded"), get("failed"), get("cancelled"),
+                          get("lost"), get("unreachable"), self.replan)  # fmt: skip
+
+
+def sync(session: Session, settings: Settings, *, now: datetime, limit: int = 2000) -> SyncResult:
+    """Poll every active run once; each run is its own transaction (commits)."""
+    acc = _Acc()
+    _cancel_unsubmitted(session, now, acc)
+    ids = list(
+        session.scalars(
+            select(Run.id)
+            .where(Run.state.in_((RunState.SUBMITTED, RunState.RUNNING)), Run.runtime_job_id.is_not(None))
+            .order_by(Run.id)
+            .limit(limit)
+        )
+    )
+    session.rollback()
+    connectors: dict[int, ClusterConnector] = {}
+    for run_id in ids:
+        kind = _sync_one(session, settings, run_id, now, connectors)
+        if kind is None:
+            continue
+        acc.polled += 1
+        if kind == "replan":
+            acc.replan = True
+            acc.add("failed", run_id)
+        elif kind == "replan-lost":
+            acc.replan = True
+            acc.add("lost", run_id)
+        elif kind != "unchanged":
+            acc.add(kind, run_id)
+    return acc.result()
+
+
+def _cancel_unsubmitted(session: Session, now: datetime, acc: _Acc) -> None:
+    """Runs still claimed but not submitted, of jobs cancelled through the API, are closed here."""
+    q = (
+        select(Run.id)
+        .join(Job, Job.id == Run.job_id)
+        .where(Run.state == RunState.DISPATCHING, Run.runtime_job_id.is_(None), Job.state == JobState.CANCELLED)
+    )
+    for run_id in list(session.scalars(q)):
+        won = session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.state == RunState.DISPATCHING, Run.runtime_job_id.is_(None))
+            .values(state=RunState.CANCELLED, finished_at=now, error="job cancelled before submission")
+        )
+        if won.rowcount == 1:  # type: ignore[attr-defined]
+            acc.add("cancelled", run_id)
+    session.commit()
+
+
+def _sync_one(
+    session: Session, settings: Settings, run_id: int, now: datetime, connectors: dict[int, ClusterConnector]
+) -> str | None:
+    q = select(Run).where(Run.id == run_id)
+    if session.get_bind().dialect.name == "postgresql":
+        q = q.with_for_update(skip_locked=True)  # an overlapping sync skips this run
+    run = session.scalar(q)
+    if run is None or run.state not in (RunState.SUBMITTED, RunState.RUNNING) or not run.runtime_job_id:
+        session.rollback()
+        return None
+    if run.cluster is None:
+        replan = requeue_after_failure(session, run, "its cluster was deleted", now=now, state=RunState.LOST)
+        session.commit()
+        return "replan-lost" if replan else "lost"
+    try:
+        connector = connectors.get(run.cluster.id) or connector_for(run.cluster, settings)
+        connectors[run.cluster.id] = connector
+        if run.job.state == JobState.CANCELLED:
+            connector.cancel(run.runtime_job_id)
+            state = RuntimeState(run.runtime_job_id, RunStatus.CANCELLED, finished_at=now, message="cancelled")
+            try:
+                polled = connector.poll(run.runtime_job_id)
+                state = RuntimeState(run.runtime_job_id, RunStatus.CANCELLED, polled.started_at,
+                                     polled.finished_at or now, polled.exit_code, "cancelled through the API")  # fmt: skip
+            except ConnectorError:
+                pass
+        else:
+            state = connector.poll(run.runtime_job_id)
+    except ConnectorError as exc:
+        if exc.retryable:
+            session.rollback()
+            return "unreachable"
+        replan = requeue_after_failure(session, run, f"runtime lost it: {exc}", now=now, state=RunState.LOST)
+        session.commit()
+        return "replan-lost" if replan else "lost"
+    kind = _apply(session, run, state, connector, now)
+    session.commit()
+    return kind
+
+
+def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterConnector, now: datetime) -> str:
+    job = run.job
+    if state.status in (RunStatus.PENDING, RunStatus.UNKNOWN):
+        return "unchanged"
+    if state.status == RunStatus.RUNNING:
+        if run.state == RunState.RUNNING:
+            return "unchanged"
+        run.state, run.started_at = RunState.RUNNING, state.started_at or now
+        if job.state in (JobState.SUBMITTED, JobState.DISPATCHING, JobState.PLANNED, JobState.PENDING):
+            job_service.set_state(session, job, JobState.RUNNING, f"run {run.run_key} started", at=run.started_at)
+        return "started"
+    run.started_at = state.started_at or run.started_at
+    run.finished_at = state.finished_at or now
+    run.exit_code = state.exit_code
+    _record_energy(session, run, connector)
+    if state.status == RunStatus.SUCCEEDED:
+        run.state = RunState.SUCCEEDED
+        if job.state != JobState.CANCELLED:
+            job_service.set_state(session, job, JobState.SUCCEEDED, f"run {run.run_key} succeeded; {_figures(run)}",
+                                  at=run.finished_at)  # fmt: skip
+        return "succeeded"
+    if state.status == RunStatus.CANCELLED:
+        run.state, run.error = RunState.CANCELLED, state.message or "cancelled"
+        if job.state != JobState.CANCELLED:
+            job_service.set_state(session, job, JobState.CANCELLED,
+                                  f"run {run.run_key} cancelled on the runtime: {state.message}", at=run.finished_at)  # fmt: skip
+        return "cancelled"
+    reason = state.message or f"exit code {state.exit_code}"
+    return "replan" if requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED) else "failed"
+
+
+def _record_energy(session: Session, run: Run, connector: ClusterConnector) -> None:
+    try:
+        reading = connector.energy(run.runtime_job_id or "")
+    except ConnectorError:
+        reading = None
+    if reading is None:
+        return
+    run.energy_kwh, run.avg_power_w, run.energy_source = reading.energy_kwh, reading.avg_power_w, reading.source.value
+    region = session.get(Region, run.cluster.region_id) if run.cluster else None
+    if region is not None and run.started_at and run.finished_at:
+        run.cost, run.carbon_kg = cost_and_carbon(session, region, run.started_at, run.finished_at, reading.energy_kwh)
+
+
+def _figures(run: Run) -> str:
+    if run.energy_kwh is None:
+        return "no energy reading"
+    parts = [f"{run.energy_kwh:.4g} kWh ({run.energy_source})", f"{run.avg_power_w or 0:.0f} W average"]
+    if run.cost is not None:
+        parts.append(f"cost {run.cost:.4g}")
+    if run.carbon_kg is not None:
+        parts.append(f"{run.carbon_kg:.4g} kg CO2eq")
+    return ", ".join(parts)
+
+
+def hour_weights(started: datetime, finished: datetime) -> dict[datetime, float]:
+    """Share of a run's time in each UTC hour it touches [fraction, sums to 1]."""
+    first = started.replace(minute=0, second=0, microsecond=0)
+    total = (finished - started).total_seconds()
+    if total <= 0:
+        return {first: 1.0}
+    out: dict[datetime, float] = {}
+    hour = first
+    while hour < finished:
+        nxt = hour + timedelta(hours=1)
+        overlap = (min(nxt, finished) - max(hour, started)).total_seconds()
+        if overlap > 0:
+            out[hour] = overlap / total
+        hour = nxt
+    return out
+
+
+def cost_and_carbon(
+    session: Session, region: Region, started: datetime, finished: datetime, energy_kwh: float
+) -> tuple[float | None, float | None]:
+    """Cost [EUR] and carbon [kg CO2eq] of ``energy_kwh`` of IT energy used from ``started`` to ``finished``.
+
+    Returns None for a figure whose series has no value anywhere in the run's hours.
+    """
+    weights = hour_weights(started, finished)
+    first, last = min(weights), max(weights) + timedelta(hours=1)
+    facility_kwh = energy_kwh * (region.pue or 1.0)
+    out: list[float | None] = []
+    for kind in (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY):
+        values = {row.ts: row.value for row in market.query(session, region.zone, kind, first, last)}
+        if not values:
+            out.append(None)
+            continue
+        fallback = sum(values.values()) / len(values)
+        per_kwh = sum(w * values.get(h, fallback) for h, w in weights.items())  # [unit per MWh or g per kWh]
+        out.append(facility_kwh * per_kwh / 1000.0)
+    return out[0], out[1]
+
+
+def cluster_connectors(session: Session, settings: Settings) -> dict[int, ClusterConnector]:
+    """Connectors of every enabled cluster by cluster id (for health views and benches)."""
+    return {c.id: connector_for(c, settings) for c in session.scalars(select(Cluster).where(Cluster.enabled.is_(True)))}

@@ -1,0 +1,146 @@
+"""The fleet at a glance, per region: forecasts with their interval against the realised series, planned power
+against the power budget per hour, and GPUs in use per hardware type. Aggregates only: no job appears here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from app.enums import ForecastRunStatus, SeriesKind
+from app.models import Assignment, ForecastPoint, ForecastRun, Inventory, Job, MarketSeries, Plan, Region
+
+KINDS = (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY)
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesView:
+    """One (zone, kind): realised points up to now and forecast points with their interval."""
+
+    kind: str
+    unit: str
+    realised_ts: list[datetime]
+    realised: list[float]
+    forecast_ts: list[datetime]
+    forecast: list[float]
+    lower: list[float | None]  # lowest stored quantile, e.g. 0.1
+    upper: list[float | None]  # highest stored quantile, e.g. 0.9
+    model: str | None  # model of the latest succeeded forecast run
+    issued_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class RegionView:
+    code: str
+    name: str
+    zone: str
+    timezone: str
+    power_budget_kw: float
+    series: list[SeriesView]
+    slots: list[datetime]  # hour starts
+    planned_kw: list[float]  # facility power of the current plan per hour [kW]
+    budget_kw: list[float]  # budget per hour, overrides applied [kW]
+    gpus: list[dict[str, Any]]  # [{hardware, inventory, in_use_now, peak_planned}]
+
+
+def running_intervals(a: Assignment) -> list[tuple[datetime, datetime]]:
+    """The intervals an assignment runs in: its chunks for an interruptible job, else [start, end)."""
+    if a.chunks:
+        return [(datetime.fromisoformat(s), datetime.fromisoformat(e)) for s, e in a.chunks]
+    return [(a.start_at, a.end_at)]
+
+
+def assignment_power_kw(a: Assignment) -> float:
+    """Mean facility power while running [kW] = planned energy / running hours."""
+    hours = sum((e - s).total_seconds() for s, e in running_intervals(a)) / 3600.0
+    return a.energy_kwh / hours if hours > 0 else 0.0
+
+
+def _series(session: Session, zone: str, kind: SeriesKind, start: datetime, now: datetime, end: datetime) -> SeriesView:
+    realised: dict[datetime, float] = {}
+    unit = ""
+    for row in session.scalars(
+        select(MarketSeries)
+        .where(MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start,
+               MarketSeries.ts <= now, MarketSeries.issued_at.is_(None))
+        .order_by(MarketSeries.ts, MarketSeries.id)
+    ):
+        realised[row.ts] = row.value
+        unit = row.unit
+    fc: dict[datetime, tuple[float, float | None, float | None]] = {}
+    model, issued = None, None
+    rows = session.execute(
+        select(ForecastPoint, ForecastRun.model, ForecastRun.issued_at)
+        .join(ForecastRun, ForecastRun.id == ForecastPoint.run_id)
+        .where(ForecastRun.zone == zone, ForecastRun.kind == kind, ForecastRun.status == ForecastRunStatus.SUCCEEDED,
+               ForecastPoint.ts >= start, ForecastPoint.ts < end)
+        .order_by(ForecastRun.issued_at, ForecastRun.id)
+    )
+    for point, run_model, run_issued in rows:  # later runs overwrite earlier forecasts of the same hour
+        q = {float(k): v for k, v in (point.quantiles or {}).items() if v is not None}
+        lo = q[min(q)] if q else None
+        hi = q[max(q)] if q else None
+        fc[point.ts] = (point.value, lo, hi)
+        model, issued = run_model, run_issued
+    ts = sorted(fc)
+    return SeriesView(
+        kind=kind.value, unit=unit, realised_ts=list(realised), realised=list(realised.values()),
+        forecast_ts=ts, forecast=[fc[t][0] for t in ts], lower=[fc[t][1] for t in ts], upper=[fc[t][2] for t in ts],
+        model=model, issued_at=issued,
+    )
+
+
+def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, hours_ahead: int = 48) -> list[RegionView]:
+    """Every region's overview for [now - hours_back, now + hours_ahead), hourly."""
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    start, end = hour - timedelta(hours=hours_back), hour + timedelta(hours=hours_ahead)
+    slots = [start + timedelta(hours=i) for i in range(hours_back + hours_ahead)]
+    regions = list(session.scalars(
+        select(Region).options(selectinload(Region.overrides),
+                               selectinload(Region.inventory).selectinload(Inventory.hardware_type))
+        .order_by(Region.code)
+    ))
+    plan_id = session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
+    assignments: list[tuple[Assignment, int]] = []
+    if plan_id is not None:
+        assignments = list(session.execute(
+            select(Assignment, Job.gpu_count).join(Job, Job.id == Assignment.job_id)
+            .where(Assignment.plan_id == plan_id, Assignment.end_at > start, Assignment.start_at < end)
+            .options(selectinload(Assignment.hardware_type))
+        ).tuples())
+    load: dict[int, list[float]] = defaultdict(lambda: [0.0] * len(slots))
+    in_use: dict[tuple[int, str], int] = defaultdict(int)
+    peak: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0] * len(slots))
+    for a, gpus in assignments:
+        kw = assignment_power_kw(a)
+        for s, e in running_intervals(a):
+            if s <= now < e:
+                in_use[(a.region_id, a.hardware_type.code)] += gpus
+            for i, slot in enumerate(slots):
+                overlap = (min(e, slot + timedelta(hours=1)) - max(s, slot)).total_seconds()
+                if overlap > 0:
+                    load[a.region_id][i] += kw * overlap / 3600.0
+                    peak[(a.region_id, a.hardware_type.code)][i] += gpus
+    out = []
+    for r in regions:
+        budget = []
+        for slot in slots:
+            active = [o.power_kw for o in r.overrides if o.start_at <= slot < o.end_at]
+            budget.append(min(active) if active else r.power_budget_kw)
+        gpus = [
+            {"hardware": inv.hardware_type.code, "inventory": inv.gpu_count,
+             "in_use_now": in_use.get((r.id, inv.hardware_type.code), 0),
+             "peak_planned": max(peak.get((r.id, inv.hardware_type.code), [0]))}
+            for inv in sorted(r.inventory, key=lambda i: i.hardware_type.code)
+        ]
+        out.append(RegionView(
+            code=r.code, name=r.name, zone=r.zone, timezone=r.timezone, power_budget_kw=r.power_budget_kw,
+            series=[_series(session, r.zone, k, start, now, end) for k in KINDS],
+            slots=slots, planned_kw=[round(x, 3) for x in load[r.id]], budget_kw=budget, gpus=gpus,
+        ))
+    return out

@@ -1,0 +1,332 @@
+"""Energy, cost and carbon accounting: per-job receipts and monthly reports per tenant and region.
+
+Each job with a plan or a run gives one ledger entry:
+
+* **metered** when its latest run finished with a metered energy reading (``runs.energy_kwh``): the run's cost and
+  carbon are used, and where the run did not record them they are the planned price and intensity applied to the
+  metered energy;
+* **planned** otherwise, from its assignment (the one its run executed, else the current plan's, else the newest).
+
+An entry belongs to the UTC month in which it starts (run start, else planned start). Savings compare an entry with
+the run-now counterfactual stored on its assignment (the same job started at release in its home region).
+
+Carbon is reported two ways, following the GHG Protocol Scope 2 guidance (2015): **location-based** with the grid's
+average intensity, and **market-based** where energy contracts (PPAs, guarantees of origin) cover a share of a
+region's consumption: ``E * (s * contract intensity + (1 - s) * location intensity)``, where the location intensity
+stands in for the residual mix (an approximation: residual-mix factors are not in the data). Market-based figures
+are given only for regions with a contract.
+
+Costs are converted to the tenant's reporting currency with ``fx_rates`` (units of reporting currency per unit of
+the entry's currency); a missing rate is an error naming the currency rather than a silently mixed sum.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from app.db import utcnow
+from app.errors import FieldError, NotFound, ValidationFailed
+from app.models import Assignment, EnergyContract, Job, Plan, Region, Run, Tenant
+from app.services.auth import Principal
+
+METERED, PLANNED = "metered", "planned"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One job's accounting: what it used (or is planned to use) and its run-now counterfactual."""
+
+    job_id: int
+    job_name: str
+    tenant: str
+    state: str
+    basis: str  # metered | planned
+    region: str
+    hardware: str
+    gpu_count: int
+    start_at: datetime
+    end_at: datetime
+    runtime_job_id: str | None
+    energy_source: str | None  # nvml | accounting | estimate | None (planned)
+    planned_energy_kwh: float
+    metered_energy_kwh: float | None
+    energy_kwh: float
+    cost: float  # [reporting currency]
+    currency: str
+    carbon_kg: float  # location-based [kgCO2eq]
+    carbon_market_kg: float | None  # market-based where a contract covers the region [kgCO2eq]
+    run_now_energy_kwh: float | None
+    run_now_cost: float | None  # [reporting currency]
+    run_now_carbon_kg: float | None
+
+    @property
+    def saving_cost(self) -> float | None:
+        """Run-now cost minus this entry's cost [reporting currency]; positive is a saving."""
+        return None if self.run_now_cost is None else self.run_now_cost - self.cost
+
+    @property
+    def saving_carbon_kg(self) -> float | None:
+        """Run-now emissions minus this entry's location-based emissions [kgCO2eq]."""
+        return None if self.run_now_carbon_kg is None else self.run_now_carbon_kg - self.carbon_kg
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRow:
+    """Sums over the entries of one month, tenant and region ("all" in the totals row)."""
+
+    month: str
+    tenant: str
+    region: str
+    currency: str
+    jobs: int
+    metered_jobs: int
+    energy_kwh: float
+    cost: float
+    carbon_kg: float
+    carbon_market_kg: float | None
+    run_now_cost: float
+    run_now_carbon_kg: float
+    saving_cost: float
+    saving_carbon_kg: float
+
+    @property
+    def saving_pct(self) -> float | None:
+        """Cost saving against run-now [%] of the run-now cost."""
+        return 100.0 * self.saving_cost / self.run_now_cost if self.run_now_cost > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class MonthlyReport:
+    month: str
+    start: datetime
+    end: datetime
+    currency: str
+    tenant: str  # a slug, or "all" for an operator's fleet-wide report
+    rows: tuple[ReportRow, ...]
+    total: ReportRow
+    generated_at: datetime
+
+
+def month_range(month: str | None, now: datetime | None = None) -> tuple[str, datetime, datetime]:
+    """``"2030-01"`` -> (label, first instant, first instant of the next month), UTC; None means this month."""
+    if month is None:
+        now = now or utcnow()
+        year, mon = now.year, now.month
+    else:
+        try:
+            year_s, mon_s = month.split("-")
+            year, mon = int(year_s), int(mon_s)
+            if not (1 <= mon <= 12 and 2000 <= year <= 2200) or len(mon_s) != 2:
+                raise ValueError
+        except ValueError as exc:
+            raise ValidationFailed("bad month", [FieldError("month", "expected YYYY-MM, e.g. 2030-01")]) from exc
+    start = datetime(year, mon, 1, tzinfo=UTC)
+    end = datetime(year + (mon == 12), mon % 12 + 1, 1, tzinfo=UTC)
+    return f"{year:04d}-{mon:02d}", start, end
+
+
+def _rate(fx_rates: Mapping[str, float], currency: str, reporting: str) -> float:
+    if currency == reporting:
+        return 1.0
+    rate = fx_rates.get(currency)
+    if rate is None:
+        raise ValidationFailed(
+            f"no exchange rate from {currency} to the reporting currency {reporting}",
+            [FieldError("currency", f"configure a rate for {currency}->{reporting}")],
+        )
+    return float(rate)
+
+
+def _pick_assignments(session: Session, job_ids: Sequence[int], runs: Mapping[int, Run]) -> dict[int, Assignment]:
+    """Per job: the assignment its run executed, else the current plan's, else the newest plan's."""
+    if not job_ids:
+        return {}
+    rows = session.execute(
+        select(Assignment, Plan.is_current)
+        .join(Plan, Plan.id == Assignment.plan_id)
+        .where(Assignment.job_id.in_(job_ids))
+        .options(selectinload(Assignment.region), selectinload(Assignment.hardware_type))
+        .order_by(Assignment.plan_id, Assignment.id)
+    )
+    by_job: dict[int, list[tuple[Assignment, bool]]] = defaultdict(list)
+    for a, current in rows:
+        by_job[a.job_id].append((a, bool(current)))
+    out: dict[int, Assignment] = {}
+    for jid, options in by_job.items():
+        run = runs.get(jid)
+        executed = [a for a, _c in options if run is not None and a.id == run.assignment_id]
+        current = [a for a, c in options if c]
+        out[jid] = (executed or current or [options[-1][0]])[-1]
+    return out
+
+
+def _latest_runs(session: Session, job_ids: Sequence[int]) -> dict[int, Run]:
+    if not job_ids:
+        return {}
+    out: dict[int, Run] = {}
+    for run in session.scalars(select(Run).where(Run.job_id.in_(job_ids)).order_by(Run.id)):
+        out[run.job_id] = run
+    return out
+
+
+def _contracts(session: Session) -> list[EnergyContract]:
+    return list(session.scalars(select(EnergyContract)))
+
+
+def _market_carbon_kg(
+    contracts: Iterable[EnergyContract], tenant_id: int, region_id: int, at: datetime, energy_kwh: float,
+    location_kg: float,
+) -> float | None:
+    """Market-based emissions [kgCO2eq], or None when no contract exists for the region at all."""
+    mine = [c for c in contracts if c.region_id == region_id and c.tenant_id in (None, tenant_id)]
+    if not mine:
+        return None
+    active = [c for c in mine if c.start_at <= at < c.end_at]
+    share = min(1.0, sum(max(0.0, c.share) for c in active))
+    if share <= 0 or energy_kwh <= 0:
+        return location_kg
+    covered_g = sum(c.share * c.carbon_g_per_kwh for c in active) / sum(c.share for c in active)
+    location_g = 1000.0 * location_kg / energy_kwh
+    return energy_kwh * (share * covered_g + (1.0 - share) * location_g) / 1000.0
+
+
+def build_entries(
+    session: Session, jobs: Sequence[Job], *, currency_of: Mapping[int, str],
+    fx_rates: Mapping[str, float] | None = None,
+) -> list[Entry]:
+    """Ledger entries of ``jobs`` (those with neither a plan nor a metered run are left out).
+
+    ``currency_of`` maps a tenant id to its reporting currency.
+    """
+    fx_rates = fx_rates or {}
+    ids = [j.id for j in jobs]
+    runs = _latest_runs(session, ids)
+    assignments = _pick_assignments(session, ids, runs)
+    contracts = _contracts(session)
+    slugs = dict(session.execute(select(Tenant.id, Tenant.slug)).tuples().all())
+    out: list[Entry] = []
+    for job in jobs:
+        a = assignments.get(job.id)
+        if a is None:
+            continue
+        run = runs.get(job.id)
+        reporting = currency_of.get(job.tenant_id, "EUR")
+        rate = _rate(fx_rates, a.currency, reporting)
+        metered = run is not None and run.energy_kwh is not None and run.finished_at is not None
+        if metered and run is not None and run.energy_kwh is not None:
+            energy = float(run.energy_kwh)
+            per_kwh_cost = a.cost / a.energy_kwh if a.energy_kwh else 0.0
+            per_kwh_carbon = a.carbon_kg / a.energy_kwh if a.energy_kwh else 0.0
+            cost = run.cost if run.cost is not None else energy * per_kwh_cost
+            carbon = run.carbon_kg if run.carbon_kg is not None else energy * per_kwh_carbon
+            start = run.started_at or run.submitted_at or a.start_at
+            end = run.finished_at or a.end_at
+        else:
+            energy, cost, carbon, start, end = a.energy_kwh, a.cost, a.carbon_kg, a.start_at, a.end_at
+        market = _market_carbon_kg(contracts, job.tenant_id, a.region_id, start, energy, carbon)
+        out.append(Entry(
+            job_id=job.id, job_name=job.name, tenant=slugs.get(job.tenant_id, str(job.tenant_id)),
+            state=job.state.value, basis=METERED if metered else PLANNED,
+            region=a.region.code, hardware=a.hardware_type.code, gpu_count=job.gpu_count,
+            start_at=start, end_at=end, runtime_job_id=run.runtime_job_id if run else None,
+            energy_source=run.energy_source if metered and run else None,
+            planned_energy_kwh=a.energy_kwh, metered_energy_kwh=float(run.energy_kwh) if metered and run else None,
+            energy_kwh=energy, cost=cost * rate, currency=reporting, carbon_kg=carbon, carbon_market_kg=market,
+            run_now_energy_kwh=a.run_now_energy_kwh,
+            run_now_cost=None if a.run_now_cost is None else a.run_now_cost * rate,
+            run_now_carbon_kg=a.run_now_carbon_kg,
+        ))
+    return out
+
+
+def receipt(session: Session, principal: Principal, job_id: int, *, fx_rates: Mapping[str, float] | None = None
+            ) -> tuple[Job, Entry | None, Run | None]:
+    """A job's receipt: its entry (None before it is planned) and its latest run; other tenants get 404."""
+    job = session.get(Job, job_id)
+    if job is None or job.tenant_id != principal.tenant_id:
+        raise NotFound(f"job {job_id}")
+    tenant = session.get(Tenant, job.tenant_id)
+    entries = build_entries(session, [job], currency_of={job.tenant_id: tenant.reporting_currency if tenant else "EUR"},
+                            fx_rates=fx_rates)
+    return job, (entries[0] if entries else None), _latest_runs(session, [job.id]).get(job.id)
+
+
+def _sum_row(month: str, tenant: str, region: str, currency: str, entries: Sequence[Entry],
+             market_regions: set[str]) -> ReportRow:
+    with_cf = [e for e in entries if e.run_now_cost is not None]
+    with_cf_c = [e for e in entries if e.run_now_carbon_kg is not None]
+    market: float | None = None
+    if any(e.carbon_market_kg is not None for e in entries) or (region != "all" and region in market_regions):
+        market = sum(e.carbon_market_kg if e.carbon_market_kg is not None else e.carbon_kg for e in entries)
+    return ReportRow(
+        month=month, tenant=tenant, region=region, currency=currency, jobs=len(entries),
+        metered_jobs=sum(e.basis == METERED for e in entries),
+        energy_kwh=sum(e.energy_kwh for e in entries), cost=sum(e.cost for e in entries),
+        carbon_kg=sum(e.carbon_kg for e in entries), carbon_market_kg=market,
+        run_now_cost=sum(e.run_now_cost or 0.0 for e in with_cf),
+        run_now_carbon_kg=sum(e.run_now_carbon_kg or 0.0 for e in with_cf_c),
+        saving_cost=sum(e.saving_cost or 0.0 for e in with_cf),
+        saving_carbon_kg=sum(e.saving_carbon_kg or 0.0 for e in with_cf_c),
+    )
+
+
+def monthly_report(
+    session: Session,
+    principal: Principal,
+    month: str | None = None,
+    *,
+    region: str | None = None,
+    tenant: str | None = None,
+    fx_rates: Mapping[str, float] | None = None,
+    now: datetime | None = None,
+) -> MonthlyReport:
+    """Per tenant and region sums of the entries starting in ``month`` (YYYY-MM, UTC).
+
+    A tenant sees only its own jobs. An operator admin sees every tenant ("all") or the one named by ``tenant``.
+    """
+    label, start, end = month_range(month, now)
+    fleet_wide = principal.is_operator and principal.role == "admin"
+    if tenant is not None and not fleet_wide and tenant != principal.tenant_slug:
+        raise NotFound(f"tenant {tenant!r}")
+    q = select(Job)
+    if not fleet_wide:
+        q = q.where(Job.tenant_id == principal.tenant_id)
+        scope = principal.tenant_slug
+    elif tenant is not None:
+        t = session.scalar(select(Tenant).where(Tenant.slug == tenant))
+        if t is None:
+            raise NotFound(f"tenant {tenant!r}")
+        q = q.where(Job.tenant_id == t.id)
+        scope = tenant
+    else:
+        scope = "all"
+    # Only jobs with an assignment or a run overlapping the month can start in it.
+    in_month = select(Assignment.job_id).where(Assignment.start_at < end, Assignment.end_at >= start)
+    ran = select(Run.job_id).where(Run.started_at < end, Run.started_at >= start)
+    jobs = list(session.scalars(q.where(Job.id.in_(in_month) | Job.id.in_(ran)).order_by(Job.id)))
+    tenants = {t.id: t for t in session.scalars(select(Tenant))}
+    own = tenants.get(principal.tenant_id)
+    currency = own.reporting_currency if own else "EUR"
+    # One report, one currency: every tenant's costs are converted to the reader's reporting currency.
+    entries = build_entries(session, jobs, currency_of=defaultdict(lambda: currency), fx_rates=fx_rates)
+    entries = [e for e in entries if start <= e.start_at < end and (region is None or e.region == region)]
+    if region is not None and session.scalar(select(Region.id).where(Region.code == region)) is None:
+        known = ", ".join(session.scalars(select(Region.code).order_by(Region.code))) or "none"
+        raise ValidationFailed("unknown region", [FieldError("region", f"unknown region {region!r} (known: {known})")])
+    market_regions = {
+        code for (code,) in session.execute(select(Region.code).join(EnergyContract, EnergyContract.region_id == Region.id))
+    }
+    groups: dict[tuple[str, str], list[Entry]] = defaultdict(list)
+    for e in entries:
+        groups[(e.tenant, e.region)].append(e)
+    rows = tuple(
+        _sum_row(label, t, r, currency, groups[(t, r)], market_regions) for t, r in sorted(groups)
+    )
+    total = _sum_row(label, scope, "all", currency, entries, market_regions)
+    return MonthlyReport(label, start, end, currency, scope, rows, total, now or utcnow())

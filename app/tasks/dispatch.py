@@ -1,0 +1,72 @@
+"""Dispatch tasks: the tick (claim due work, recover stale claims), one submit per run, the status sync.
+
+``acks_late`` with ``reject_on_worker_lost`` (app/celery_app.py) re-queues a task whose worker died; the
+services make every task safe to run twice. Retry countdowns stay below the broker's visibility timeout so a
+retried message is never delivered twice by Redis.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+from celery.exceptions import MaxRetriesExceededError
+
+from app.db import utcnow
+from app.extensions import db_session, settings
+from app.services import dispatch, dispatch_sync
+from connectors.base import ConnectorError
+
+#: Submit attempts after the first one before :func:`app.services.dispatch.give_up` [count].
+SUBMIT_MAX_RETRIES = 5
+
+
+def retry_countdown_s(retries: int, visibility_timeout_s: float) -> float:
+    """Exponential backoff 2, 4, 8, ... s, capped at 30 s and at half the broker's visibility timeout."""
+    return float(min(2.0 ** (retries + 1), 30.0, max(1.0, visibility_timeout_s / 2)))
+
+
+def _request_replan(reason: str) -> None:
+    from app.tasks.planning import replan
+
+    replan.delay(trigger=reason)
+
+
+@shared_task(name="gridshift.dispatch.tick", ignore_result=True)
+def tick() -> dict[str, Any]:
+    """Claim due assignments and stale claims, then send one submit task per run."""
+    result = dispatch.tick(db_session(), settings(), now=utcnow(), worker=dispatch.worker_id())
+    for run_id in result.to_submit:
+        submit.delay(run_id)
+    if result.failed_jobs:
+        _request_replan("dispatch-failure")
+    return {"claimed": list(result.claimed), "recovered": list(result.recovered), "failed_jobs": list(result.failed_jobs)}
+
+
+@shared_task(name="gridshift.dispatch.submit", bind=True, ignore_result=True, max_retries=SUBMIT_MAX_RETRIES)
+def submit(self: Any, run_id: int) -> dict[str, Any]:
+    """Submit one claimed run; retry with backoff while the runtime fails retryably, then give up safely."""
+    session, cfg = db_session(), settings()
+    try:
+        outcome = dispatch.submit_run(session, cfg, run_id, now=utcnow(), worker=dispatch.worker_id())
+    except ConnectorError as exc:
+        try:
+            raise self.retry(countdown=retry_countdown_s(self.request.retries, cfg.visibility_timeout_s), exc=exc)
+        except MaxRetriesExceededError:
+            outcome = dispatch.give_up(session, cfg, run_id, str(exc), now=utcnow())
+    if outcome.replan:
+        _request_replan("dispatch-failure")
+    return {"run_id": run_id, "state": outcome.state, "adopted": outcome.adopted}
+
+
+@shared_task(name="gridshift.dispatch.sync", ignore_result=True)
+def sync() -> dict[str, Any]:
+    """Poll the runtimes of active runs; trigger a re-plan when a job went back to pending."""
+    result = dispatch_sync.sync(db_session(), settings(), now=utcnow())
+    if result.replan:
+        _request_replan("run-failure")
+    return {
+        "polled": result.polled, "started": len(result.started), "succeeded": len(result.succeeded),
+        "failed": len(result.failed), "cancelled": len(result.cancelled), "lost": len(result.lost),
+        "unreachable": len(result.unreachable),
+    }  # fmt: skip

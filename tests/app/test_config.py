@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.config import Settings
+
+
+def test_defaults_are_embedded_sqlite():
+    s = Settings.from_env({})
+    assert s.effective_database_url.startswith("sqlite:///") and s.effective_database_url.endswith("var/gridshift.db")
+    assert s.effective_broker_url.startswith("sqla+sqlite:///")
+
+
+def test_environment_overrides_and_types():
+    s = Settings.from_env({"GRIDSHIFT_DATABASE_URL": "postgresql+psycopg://u@h/db", "GRIDSHIFT_SLOT_MINUTES": "15",
+                           "GRIDSHIFT_SESSION_COOKIE_SECURE": "true", "GRIDSHIFT_VAR_DIR": "/tmp/x",
+                           "GRIDSHIFT_ENCRYPTION_KEYS": "k1, k2"})
+    assert s.database_url.startswith("postgresql") and not s.is_sqlite
+    assert s.slot_minutes == 15 and s.session_cookie_secure is True and s.var_dir == Path("/tmp/x")
+    assert s.encryption_keys == ("k1", "k2")
+
+
+def test_unknown_or_malformed_variables_are_named():
+    with pytest.raises(ValueError, match="GRIDSHIFT_SLOT_MINUTS"):
+        Settings.from_env({"GRIDSHIFT_SLOT_MINUTS": "15"})
+    with pytest.raises(ValueError, match="GRIDSHIFT_SLOT_MINUTES"):
+        Settings.from_env({"GRIDSHIFT_SLOT_MINUTES": "quarter"})

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from app.enums import Role
+from app.models import AuditEntry
+from tests.conftest import make_token
+
+
+def test_operator_builds_a_region_and_it_is_audited(client, session, now):
+    ops = make_token(session, "ops", Role.ADMIN, operator=True)
+    h = {"Authorization": f"Bearer {ops}"}
+    resp = client.put("/api/v1/hardware/h100", json={"vendor": "nvidia", "model": "H100", "memory_gb": 80,
+                                                     "tdp_w": 700, "idle_w": 90}, headers=h)
+    assert resp.status_code == 200, resp.json
+    resp = client.put("/api/v1/regions/de", json={"zone": "DE", "power_budget_kw": 400, "pue": 1.2}, headers=h)
+    assert resp.status_code == 200
+    assert client.put("/api/v1/regions/de/inventory/h100", json={"gpu_count": 8}, headers=h).status_code == 200
+    window = {"start_at": (now + timedelta(hours=17)).isoformat(), "end_at": (now + timedelta(hours=20)).isoformat(),
+              "power_kw": 100, "reason": "demand response"}
+    assert client.post("/api/v1/regions/de/overrides", json=window, headers=h).status_code == 201
+    region = client.get("/api/v1/regions/de", headers=h).json
+    assert region["inventory"] == [{"hardware": "h100", "gpu_count": 8}]
+    assert region["overrides"][0]["power_kw"] == 100
+    actions = session.scalars(select(AuditEntry.action).order_by(AuditEntry.id)).all()
+    assert actions == ["hardware.put", "region.put", "inventory.put", "region.budget_override"]
+
+
+def test_region_validation_names_fields(client, session):
+    ops = make_token(session, "ops", Role.ADMIN, operator=True)
+    h = {"Authorization": f"Bearer {ops}"}
+    resp = client.put("/api/v1/regions/xx", json={"zone": "DE"}, headers=h)
+    assert resp.status_code == 422 and resp.json["errors"][0]["field"] == "power_budget_kw"
+    resp = client.put("/api/v1/regions/xx", json={"zone": "DE", "power_budget_kw": 10, "pue": 0.5}, headers=h)
+    assert resp.status_code == 422 and resp.json["errors"][0]["field"] == "pue"
+    resp = client.put("/api/v1/regions/de/inventory/h100", json={"gpu_count": 1}, headers=h)
+    assert resp.status_code == 404 and "known" in resp.json["detail"]
+
+
+def test_unknown_connector_kind_lists_known_kinds(client, session, small_fleet):
+    ops = make_token(session, "ops", Role.ADMIN, operator=True)
+    resp = client.put("/api/v1/clusters/c1", json={"region": "de", "kind": "mainframe"},
+                      headers={"Authorization": f"Bearer {ops}"})
+    assert resp.status_code == 422
+    assert resp.json["errors"][0]["field"] == "kind" and "local" in resp.json["errors"][0]["message"]
+
+
+def test_non_operator_cannot_change_the_fleet(client, session, small_fleet):
+    admin = make_token(session, "team-a", Role.ADMIN)
+    h = {"Authorization": f"Bearer {admin}"}
+    assert client.put("/api/v1/regions/de", json={"power_budget_kw": 1}, headers=h).status_code == 403
+    assert client.get("/api/v1/regions", headers=h).status_code == 200  # reading is fine
