@@ -1,0 +1,232 @@
+"""Ray runtime: Ray Jobs through ``JobSubmissionClient``, one job per run, ``submission_id`` = run key.
+
+Hardware types map to Ray custom resources (``entrypoint_resources``), by default the upper-case code
+(``h100`` -> ``H100``). Ray has no delayed start: a ``begin_at`` in the future is honoured by a wait in
+the entrypoint (the resources are held while it waits) and reported as pending until then.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import shlex
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from connectors.base import (
+    Capacity,
+    ConfigError,
+    ConnectorError,
+    EnergyReading,
+    JobSpec,
+    RunStatus,
+    RuntimeState,
+    estimate_energy,
+)
+from connectors.registry import register
+
+__all__ = ["RayConnector"]
+
+_STATES = {
+    "PENDING": RunStatus.PENDING,
+    "RUNNING": RunStatus.RUNNING,
+    "SUCCEEDED": RunStatus.SUCCEEDED,
+    "FAILED": RunStatus.FAILED,
+    "STOPPED": RunStatus.CANCELLED,
+}
+
+
+def _client_class(timeout_s: float):
+    """A JobSubmissionClient whose every HTTP request carries ``timeout_s`` (the SDK sets none)."""
+    from ray.job_submission import JobSubmissionClient
+
+    class _TimedClient(JobSubmissionClient):
+        def _do_request(self, method, endpoint, **kwargs):  # type: ignore[override]
+            kwargs.setdefault("timeout", timeout_s)
+            return super()._do_request(method, endpoint, **kwargs)
+
+    return _TimedClient
+
+
+@register
+class RayConnector:
+    """Jobs on a Ray cluster, addressed by its dashboard (Job Submission) URL."""
+
+    kind: ClassVar[str] = "ray"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["address"],
+        "properties": {
+            "address": {"type": "string", "description": "dashboard URL, e.g. http://127.0.0.1:8265"},
+            "resources": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "default": {},
+                "description": "hardware code -> Ray resource name (default: the code upper-cased)",
+            },
+            "request_num_gpus": {"type": "boolean", "default": False},
+            "timeout_s": {"type": "number", "minimum": 0.1, "default": 15.0},
+        },
+    }
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.timeout_s = float(config["timeout_s"])
+        self.resource_of = {hw.lower(): name for hw, name in config["resources"].items()}
+        self.hardware_of = {name: hw for hw, name in self.resource_of.items()}
+        self._client: Any = None
+
+    @classmethod
+    def enabled(cls) -> bool:
+        """True when the ``ray`` package (with its job submission SDK) is installed."""
+        return importlib.util.find_spec("ray") is not None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self._call(
+                "connect", lambda: _client_class(self.timeout_s)(self.config["address"])
+            )
+        return self._client
+
+    def _resource(self, hardware: str) -> str:
+        return self.resource_of.get(hardware.lower(), hardware.upper())
+
+    def _call(self, what: str, fn):
+        """Run an SDK call, wrapping its errors in ConnectorError."""
+        try:
+            return fn()
+        except ConnectorError:
+            raise
+        except Exception as exc:
+            raise self._wrap(what, exc) from exc
+
+    def _wrap(self, what: str, exc: Exception) -> ConnectorError:
+        text = str(exc)
+        transient = isinstance(exc, ConnectionError | TimeoutError) or any(
+            s in text for s in ("Failed to connect", "timed out", "Connection", "503", "502", "504")
+        )
+        return ConnectorError(f"ray {what}: {text[:300]}", retryable=transient, kind=self.kind)
+
+    # -- protocol ------------------------------------------------------------------------------------------
+    def capacity(self) -> Capacity:
+        """Resources per hardware type from the nodes' totals, less the entrypoint resources of live jobs."""
+        import requests
+
+        def nodes() -> list[dict[str, Any]]:
+            url = self.config["address"].rstrip("/") + "/api/v0/nodes"
+            response = requests.get(url, timeout=self.timeout_s)
+            response.raise_for_status()
+            return response.json()["data"]["result"]["result"]
+
+        total: dict[str, int] = {}
+        for node in self._call("nodes", nodes):
+            if node.get("state") != "ALIVE":
+                continue
+            for name, amount in (node.get("resources_total") or {}).items():
+                hw = self.hardware_of.get(name) or (
+                    name.lower() if name.isupper() and name.isalnum() else None
+                )
+                if hw and name not in ("CPU", "GPU", "TPU"):
+                    total[hw] = total.get(hw, 0) + int(amount)
+        used: dict[str, int] = {}
+        for job in self._call("list_jobs", self.client.list_jobs):
+            if _STATES.get(str(getattr(job.status, "value", job.status))) in (
+                RunStatus.PENDING,
+                RunStatus.RUNNING,
+            ):
+                for name, amount in (job.entrypoint_resources or {}).items():
+                    hw = self.hardware_of.get(name, name.lower())
+                    used[hw] = used.get(hw, 0) + int(amount)
+        return Capacity(
+            gpus_total=total, gpus_free={hw: max(0, n - used.get(hw, 0)) for hw, n in total.items()}
+        )
+
+    def submit(self, spec: JobSpec) -> str:
+        """Submit with ``submission_id=spec.run_key``; an existing job of that id is returned instead."""
+        if spec.command is None:
+            raise ConfigError(f"run {spec.run_key}: Ray needs a command", field="command", kind=self.kind)
+        if self.find(spec.run_key) is not None:
+            return spec.run_key
+        entrypoint = spec.command
+        wait_s = math.ceil((spec.begin_at - datetime.now(UTC)).total_seconds()) if spec.begin_at else 0
+        if wait_s > 0:
+            entrypoint = f"sleep {wait_s}; exec sh -c {shlex.quote(spec.command)}"
+        kwargs: dict[str, Any] = {
+            "entrypoint": entrypoint,
+            "submission_id": spec.run_key,
+            "runtime_env": {"env_vars": {**spec.env, "GRIDSHIFT_RUN_KEY": spec.run_key}},
+            "metadata": {
+                "gridshift_name": spec.name,
+                "power_w_per_gpu": f"{spec.power_w_per_gpu:g}",
+                "gpu_count": str(spec.gpu_count),
+                "begin_at": spec.begin_at.isoformat() if spec.begin_at else "",
+            },
+        }
+        if spec.gpu_count:
+            kwargs["entrypoint_resources"] = {self._resource(spec.hardware): float(spec.gpu_count)}
+            if self.config["request_num_gpus"]:
+                kwargs["entrypoint_num_gpus"] = spec.gpu_count
+        try:
+            self.client.submit_job(**kwargs)
+        except Exception as exc:
+            if "already exists" in str(exc) and self.find(spec.run_key) is not None:
+                return spec.run_key  # another worker submitted it between our find and submit
+            raise self._wrap("submit_job", exc) from exc
+        return spec.run_key
+
+    def find(self, run_key: str) -> str | None:
+        """``run_key`` when Ray knows a job of that submission id, else None."""
+        return run_key if self._info(run_key) is not None else None
+
+    def poll(self, runtime_job_id: str) -> RuntimeState:
+        """State of a Ray job; a job still waiting for its ``begin_at`` is reported pending."""
+        info = self._info(runtime_job_id)
+        if info is None:
+            raise ConnectorError(f"Ray job {runtime_job_id} does not exist", retryable=False, kind=self.kind)
+        status = _STATES.get(str(getattr(info.status, "value", info.status)), RunStatus.UNKNOWN)
+        started, finished = _ms(info.start_time), _ms(info.end_time)
+        begin = _begin_at(info)
+        if begin and started and started < begin:
+            started = begin if status is not RunStatus.RUNNING or datetime.now(UTC) >= begin else None
+            if status is RunStatus.RUNNING and started is None:
+                status = RunStatus.PENDING
+        return RuntimeState(
+            runtime_job_id=runtime_job_id,
+            status=status,
+            started_at=started if status is not RunStatus.PENDING else None,
+            finished_at=finished if status.terminal else None,
+            exit_code=getattr(info, "driver_exit_code", None) if status.terminal else None,
+            message=(info.message or "") if status is not RunStatus.RUNNING else "",
+        )
+
+    def cancel(self, runtime_job_id: str) -> None:
+        """Stop the Ray job; finished jobs are left as they are."""
+        self._call("stop_job", lambda: self.client.stop_job(runtime_job_id))
+
+    def energy(self, runtime_job_id: str) -> EnergyReading | None:
+        """Profile estimate (Ray meters no energy): power per GPU x GPUs x run time."""
+        state = self.poll(runtime_job_id)
+        info = self._info(runtime_job_id)
+        meta = (info.metadata or {}) if info is not None else {}
+        finished = state.finished_at or (datetime.now(UTC) if state.started_at else None)
+        return estimate_energy(float(meta.get("power_w_per_gpu", 0)), int(meta.get("gpu_count", 0)),
+                               state.started_at, finished)  # fmt: skip
+
+    def _info(self, submission_id: str) -> Any:
+        try:
+            return self.client.get_job_info(submission_id)
+        except Exception as exc:
+            if "does not exist" in str(exc) or "404" in str(exc):
+                return None
+            raise self._wrap("get_job_info", exc) from exc
+
+
+def _ms(value: int | None) -> datetime | None:
+    return datetime.fromtimestamp(value / 1000, UTC) if value else None
+
+
+def _begin_at(info: Any) -> datetime | None:
+    text = (info.metadata or {}).get("begin_at")
+    return datetime.fromisoformat(text) if text else None

@@ -1,0 +1,352 @@
+"""Slurm runtime: through the CLI (sbatch/squeue/sacct/scancel/scontrol) or slurmrestd (JWT, v0.0.38).
+
+The run key is the job name, and the comment carries ``run_key;power_w_per_gpu=P;gpus=N`` so that energy
+can be estimated without our database. Submission is idempotent across workers: a job is submitted held,
+then among the jobs of that name the lowest id is kept and released and any other held twin is cancelled.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from connectors.base import (
+    Capacity,
+    ConfigError,
+    ConnectorError,
+    EnergyReading,
+    EnergySource,
+    JobSpec,
+    RunStatus,
+    RuntimeState,
+    estimate_energy,
+)
+from connectors.registry import register
+
+__all__ = ["SlurmConnector", "map_state", "parse_gres"]
+
+_STATES: Mapping[str, RunStatus] = {
+    "PENDING": RunStatus.PENDING, "REQUEUED": RunStatus.PENDING, "REQUEUE_HOLD": RunStatus.PENDING,
+    "REQUEUE_FED": RunStatus.PENDING, "RESV_DEL_HOLD": RunStatus.PENDING,
+    "CONFIGURING": RunStatus.RUNNING, "RUNNING": RunStatus.RUNNING, "COMPLETING": RunStatus.RUNNING,
+    "SUSPENDED": RunStatus.RUNNING, "STOPPED": RunStatus.RUNNING, "RESIZING": RunStatus.RUNNING,
+    "SIGNALING": RunStatus.RUNNING, "STAGE_OUT": RunStatus.RUNNING,
+    "COMPLETED": RunStatus.SUCCEEDED, "CANCELLED": RunStatus.CANCELLED,
+    "FAILED": RunStatus.FAILED, "TIMEOUT": RunStatus.FAILED, "NODE_FAIL": RunStatus.FAILED,
+    "OUT_OF_MEMORY": RunStatus.FAILED, "BOOT_FAIL": RunStatus.FAILED, "DEADLINE": RunStatus.FAILED,
+    "PREEMPTED": RunStatus.FAILED, "SPECIAL_EXIT": RunStatus.FAILED, "REVOKED": RunStatus.CANCELLED,
+}  # fmt: skip
+_GRES = re.compile(r"gpu:([^:,()]+):(\d+)")
+_KV = re.compile(r"(\w[\w/:]*)=(\S*)")
+_HELD = "JobHeldUser"
+_USABLE_NODE_STATES = ("IDLE", "MIXED", "ALLOCATED", "COMPLETING")
+
+
+def map_state(slurm_state: str) -> RunStatus:
+    """Our status for a Slurm job state such as ``RUNNING`` or ``CANCELLED by 0``."""
+    word = (slurm_state or "").split()[0].split("+")[0].upper() if slurm_state else ""
+    return _STATES.get(word, RunStatus.UNKNOWN)
+
+
+def parse_gres(text: str | None) -> dict[str, int]:
+    """GPUs per GRES type from ``gpu:h100:4(S:0-1),gpu:a100:2`` or ``gpu:h100:1(IDX:0)`` [count]."""
+    counts: dict[str, int] = {}
+    for gres_type, count in _GRES.findall(text or ""):
+        counts[gres_type] = counts.get(gres_type, 0) + int(count)
+    return counts
+
+
+def _parse_time(value: Any) -> datetime | None:
+    """A Slurm time (ISO text printed with TZ=UTC, or UNIX seconds from slurmrestd) as UTC."""
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC) if value > 0 else None
+    if not value or value in ("Unknown", "None", "N/A"):
+        return None
+    return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
+
+
+def _parse_comment(comment: str | None) -> dict[str, str]:
+    parts = (comment or "").split(";")
+    fields = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+    return {"run_key": parts[0], **fields}
+
+
+@register
+class SlurmConnector:
+    """Jobs on one Slurm cluster; GRES types map to our hardware type codes through ``gres_types``."""
+
+    kind: ClassVar[str] = "slurm"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "mode": {"type": "string", "enum": ["cli", "rest"], "default": "cli"},
+            "slurm_conf": {"type": ["string", "null"], "default": None},
+            "bin_dir": {"type": ["string", "null"], "default": None},
+            "partition": {"type": ["string", "null"], "default": None},
+            "account": {"type": ["string", "null"], "default": None},
+            "gres_types": {"type": "object", "additionalProperties": {"type": "string"}, "default": {}},
+            "workdir": {"type": "string", "default": "/tmp"},
+            "rest_url": {"type": ["string", "null"], "default": None},
+            "rest_user": {"type": ["string", "null"], "default": None},
+            "rest_token": {"type": ["string", "null"], "default": None},
+            "energy_from_accounting": {"type": "boolean", "default": False},
+            "timeout_s": {"type": "number", "minimum": 0.1, "default": 15.0},
+        },
+    }
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.timeout_s = float(config["timeout_s"])
+        #: hardware code -> GRES type, and back
+        self.gres_of: dict[str, str] = {hw.lower(): gres for hw, gres in config["gres_types"].items()}
+        self.hardware_of: dict[str, str] = {gres: hw for hw, gres in self.gres_of.items()}
+        self.rest = None
+        if config["mode"] == "rest":
+            for name in ("rest_url", "rest_user", "rest_token"):
+                if not config[name]:
+                    raise ConfigError(f"config.{name}: required when mode is 'rest'", field=f"config.{name}",
+                                      kind=self.kind)  # fmt: skip
+            from connectors.slurm_rest import SlurmRestClient
+
+            self.rest = SlurmRestClient(
+                config["rest_url"], config["rest_user"], config["rest_token"], self.timeout_s
+            )
+        self._env = {**os.environ, "TZ": "UTC"}
+        if config["slurm_conf"]:
+            self._env["SLURM_CONF"] = config["slurm_conf"]
+
+    @classmethod
+    def enabled(cls) -> bool:
+        """Always registered: the CLI or slurmrestd is checked when the cluster is first called."""
+        return True
+
+    # -- protocol ------------------------------------------------------------------------------------------
+    def capacity(self) -> Capacity:
+        """GPUs per hardware type on nodes that take jobs, total and not allocated."""
+        total: dict[str, int] = {}
+        free: dict[str, int] = {}
+        for node in self._nodes():
+            gres, used = parse_gres(node["gres"]), parse_gres(node["gres_used"])
+            usable = any(s in node["state"].upper() for s in _USABLE_NODE_STATES) and not any(
+                bad in node["state"].upper() for bad in ("DRAIN", "DOWN", "FAIL")
+            )
+            for gres_type, count in gres.items():
+                hw = self.hardware_of.get(gres_type, gres_type)
+                total[hw] = total.get(hw, 0) + count
+                free[hw] = free.get(hw, 0) + (max(0, count - used.get(gres_type, 0)) if usable else 0)
+        return Capacity(gpus_total=total, gpus_free=free)
+
+    def submit(self, spec: JobSpec) -> str:
+        """Submit ``spec`` held, keep the lowest job id of its run key, release it; return that id."""
+        if spec.command is None:
+            raise ConfigError(f"run {spec.run_key}: Slurm needs a command", field="command", kind=self.kind)
+        if self.find(spec.run_key) is None:
+            self._submit_held(spec)
+        return self._settle(spec.run_key)
+
+    def find(self, run_key: str) -> str | None:
+        """Lowest job id named ``run_key`` (controller first, then the job completion log)."""
+        ids = [job["job_id"] for job in self._jobs_named(run_key)]
+        return str(min(ids, key=int)) if ids else None
+
+    def poll(self, runtime_job_id: str) -> RuntimeState:
+        """State of a job from the controller, or the completion log once the controller forgot it."""
+        job = self._job(runtime_job_id)
+        if job is None:
+            raise ConnectorError(f"Slurm job {runtime_job_id} is unknown to the cluster", retryable=False,
+                                 kind=self.kind)  # fmt: skip
+        status = map_state(job["job_state"])
+        reason = job.get("state_reason") or ""
+        return RuntimeState(
+            runtime_job_id=runtime_job_id,
+            status=status,
+            started_at=job["start_time"] if status is not RunStatus.PENDING else None,
+            finished_at=job["end_time"] if status.terminal else None,
+            exit_code=job["exit_code"] if status.terminal else None,
+            message="" if reason in ("None", "") else reason,
+        )
+
+    def cancel(self, runtime_job_id: str) -> None:
+        """scancel the job; finished jobs are left as they are."""
+        if self.rest is not None:
+            self.rest.cancel(runtime_job_id)
+            return
+        self._run("scancel", runtime_job_id, ok_errors=("already completing or completed", "Invalid job id"))
+
+    def energy(self, runtime_job_id: str) -> EnergyReading | None:
+        """Accounting energy (ConsumedEnergyRaw) when configured and recorded, else the profile estimate."""
+        job = self._job(runtime_job_id)
+        if job is None or map_state(job["job_state"]) is RunStatus.PENDING or job["start_time"] is None:
+            return None
+        if self.config["energy_from_accounting"] and self.rest is None:
+            out = self._run("sacct", "-X", "-n", "-P", "-j", runtime_job_id, "-o", "ConsumedEnergyRaw,ElapsedRaw",
+                            ok_errors=("",))  # fmt: skip
+            fields = out.strip().splitlines()[0].split("|") if out.strip() else []
+            if len(fields) == 2 and fields[0].isdigit() and int(fields[0]) > 0 and fields[1].isdigit():
+                joules, seconds = int(fields[0]), max(int(fields[1]), 1)
+                return EnergyReading(joules / 3.6e6, joules / seconds, EnergySource.ACCOUNTING)
+        meta = _parse_comment(job.get("comment"))
+        finished = job["end_time"] if map_state(job["job_state"]).terminal else datetime.now(UTC)
+        return estimate_energy(float(meta.get("power_w_per_gpu", 0.0)), int(meta.get("gpus", 0)),
+                               job["start_time"], finished)  # fmt: skip
+
+    # -- submission ----------------------------------------------------------------------------------------
+    def _script(self, spec: JobSpec) -> str:
+        exports = "".join(f"export {k}={_sh_quote(v)}\n" for k, v in sorted(spec.env.items()) if _is_name(k))
+        return f"#!/bin/sh\nexport GRIDSHIFT_RUN_KEY={spec.run_key}\n{exports}{spec.command}\n"
+
+    def _gres(self, spec: JobSpec) -> str | None:
+        if spec.gpu_count == 0:
+            return None
+        return f"{self.gres_of.get(spec.hardware.lower(), spec.hardware.lower())}:{spec.gpu_count}"
+
+    def _submit_held(self, spec: JobSpec) -> None:
+        comment = f"{spec.run_key};power_w_per_gpu={spec.power_w_per_gpu:g};gpus={spec.gpu_count}"
+        gres = self._gres(spec)
+        begin_s = math.ceil((spec.begin_at - datetime.now(UTC)).total_seconds()) if spec.begin_at else 0
+        if self.rest is not None:
+            job: dict[str, Any] = {
+                "name": spec.run_key, "comment": comment, "hold": True, "time_limit": spec.time_limit_minutes,
+                "environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "GRIDSHIFT_RUN_KEY": spec.run_key},
+                "current_working_directory": self.config["workdir"],
+                "standard_output": f"{self.config['workdir']}/%x-%j.out",
+            }  # fmt: skip
+            if gres:
+                job["gpus_per_node"] = gres
+            if begin_s > 0:
+                job["begin_time"] = f"now+{begin_s}"  # slurmrestd v0.0.38 parses it like sbatch --begin
+            for key in ("partition", "account"):
+                if self.config[key]:
+                    job[key] = self.config[key]
+            self.rest.submit(self._script(spec), job)
+            return
+        args = ["sbatch", "--parsable", "--hold", f"--job-name={spec.run_key}", f"--comment={comment}",
+                f"--time={spec.time_limit_minutes}", f"--chdir={self.config['workdir']}",
+                f"--output={self.config['workdir']}/%x-%j.out"]  # fmt: skip
+        if gres:
+            args.append(f"--gres=gpu:{gres}")
+        if begin_s > 0:
+            args.append(f"--begin=now+{begin_s}")
+        args += [f"--{key}={self.config[key]}" for key in ("partition", "account") if self.config[key]]
+        self._run(*args, stdin=self._script(spec))
+
+    def _settle(self, run_key: str) -> str:
+        """Keep the lowest job id of ``run_key``: cancel held twins, release the keeper if held."""
+        jobs = sorted(self._jobs_named(run_key), key=lambda j: int(j["job_id"]))
+        if not jobs:
+            raise ConnectorError(
+                f"Slurm lost the job just submitted for {run_key}", retryable=True, kind=self.kind
+            )
+        keeper, twins = jobs[0], jobs[1:]
+        for twin in twins:
+            if map_state(twin["job_state"]) is RunStatus.PENDING:
+                self.cancel(twin["job_id"])
+        if map_state(keeper["job_state"]) is RunStatus.PENDING and keeper.get("state_reason") == _HELD:
+            if self.rest is not None:
+                self.rest.release(keeper["job_id"])
+            else:
+                self._run("scontrol", "release", keeper["job_id"], ok_errors=("",))
+        return str(keeper["job_id"])
+
+    # -- reading -------------------------------------------------------------------------------------------
+    def _jobs_named(self, run_key: str) -> list[dict[str, Any]]:
+        if self.rest is not None:
+            return [self._from_rest(j) for j in self.rest.jobs_named(run_key)]
+        out = self._run("squeue", "--states=all", "-h", "-n", run_key, "-o", "%i")
+        ids = out.split()
+        if not ids:  # the controller forgot it (MinJobAge): ask the job completion log
+            ids = [i for i in self._sacct(["--name", run_key]) if i]
+        jobs = [self._job(i) for i in ids]
+        return [j for j in jobs if j is not None and j["name"] == run_key]
+
+    def _job(self, job_id: str) -> dict[str, Any] | None:
+        if self.rest is not None:
+            raw = self.rest.job(job_id)
+            return self._from_rest(raw) if raw else None
+        out = self._run("scontrol", "show", "job", "-o", job_id, ok_errors=("Invalid job id",))
+        if out.strip():
+            kv = dict(_KV.findall(out.splitlines()[0]))
+            return self._normalize(
+                kv.get("JobId"),
+                kv.get("JobName"),
+                kv.get("JobState"),
+                kv.get("Reason"),
+                kv.get("StartTime"),
+                kv.get("EndTime"),
+                kv.get("ExitCode"),
+                kv.get("Comment"),
+            )
+        rows = self._sacct(["-j", job_id], fields="JobID,JobName,State,Start,End,ExitCode")
+        return self._normalize(*rows[0].split("|"), None, None) if rows else None  # type: ignore[misc]
+
+    def _sacct(self, selector: list[str], fields: str = "JobID") -> list[str]:
+        out = self._run("sacct", "-c", "-n", "-P", *selector, "-o", fields, ok_errors=("",))
+        return [line for line in out.splitlines() if line and "." not in line.split("|")[0]]
+
+    @staticmethod
+    def _normalize(job_id, name, state, reason, start, end, exit_code, comment) -> dict[str, Any]:
+        code: int | None = None
+        if exit_code not in (None, ""):
+            number, _, signal = str(exit_code).partition(":")
+            code = -int(signal) if signal and int(signal) else int(number)
+        return {"job_id": str(job_id), "name": name, "job_state": state or "", "state_reason": reason,
+                "start_time": _parse_time(start), "end_time": _parse_time(end), "exit_code": code,
+                "comment": comment}  # fmt: skip
+
+    def _from_rest(self, raw: dict[str, Any]) -> dict[str, Any]:
+        code = raw.get("exit_code")
+        if isinstance(code, int) and code > 255:  # a raw wait status
+            code = code >> 8
+        job = self._normalize(raw.get("job_id"), raw.get("name"), raw.get("job_state"), raw.get("state_reason"),
+                              raw.get("start_time"), raw.get("end_time"), None, raw.get("comment"))  # fmt: skip
+        job["exit_code"] = code
+        return job
+
+    def _nodes(self) -> list[dict[str, str]]:
+        if self.rest is not None:
+            return [{"gres": n.get("gres", ""), "gres_used": n.get("gres_used", ""), "state": n.get("state", "")}
+                    for n in self.rest.nodes()]  # fmt: skip
+        out = self._run("scontrol", "show", "node", "-d", "-o")
+        nodes = []
+        for line in out.splitlines():
+            kv = dict(_KV.findall(line))
+            if kv:
+                nodes.append({"gres": kv.get("Gres", ""), "gres_used": kv.get("GresUsed", ""),
+                              "state": kv.get("State", "")})  # fmt: skip
+        return nodes
+
+    def _run(self, *args: str, stdin: str | None = None, ok_errors: tuple[str, ...] = ()) -> str:
+        """Run a Slurm command with this cluster's SLURM_CONF and TZ=UTC; wrap failures in ConnectorError."""
+        binary = os.path.join(self.config["bin_dir"], args[0]) if self.config["bin_dir"] else args[0]
+        try:
+            done = subprocess.run([binary, *args[1:]], input=stdin, env=self._env, capture_output=True, text=True,
+                                  timeout=self.timeout_s)  # fmt: skip
+        except FileNotFoundError as exc:
+            raise ConnectorError(
+                f"Slurm command {binary!r} not found", retryable=False, kind=self.kind
+            ) from exc
+        except subprocess.TimeoutExpired as exc:
+            raise ConnectorError(f"{args[0]} timed out after {self.timeout_s} s", retryable=True,
+                                 kind=self.kind) from exc  # fmt: skip
+        if done.returncode != 0:
+            err = done.stderr.strip()
+            if any(marker in err for marker in ok_errors):
+                return done.stdout
+            retryable = any(s in err for s in ("Unable to contact", "Socket timed out", "Connection refused",
+                                                   "Zero Bytes", "Communication connection failure"))  # fmt: skip
+            raise ConnectorError(f"{' '.join(args[:3])} failed: {err}", retryable=retryable, kind=self.kind)
+        return done.stdout
+
+
+def _is_name(key: str) -> bool:
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) is not None
+
+
+def _sh_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"

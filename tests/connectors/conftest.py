@@ -1,0 +1,32 @@
+"""Connector fixtures: the real runtimes (tests.runtimes.fixtures) and a connector per kind that runs here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from connectors import ClusterConnector, get_connector
+from tests.runtimes.fixtures import ray_head, slurm_clusters  # noqa: F401 - fixtures
+
+#: Kinds the contract test runs against: the local runtime, Slurm through its CLI and slurmrestd, Ray.
+CONTRACT_KINDS = ["local", "slurm-cli", "slurm-rest", "ray"]
+
+
+@pytest.fixture(params=CONTRACT_KINDS)
+def connector(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterConnector]:
+    """A connector of each kind against a real runtime, with ``h100`` GPUs (at least 2 free)."""
+    kind = request.param
+    if kind == "local":
+        state_dir: Path = tmp_path_factory.mktemp("local-runtime")
+        yield get_connector("local", {"state_dir": str(state_dir), "gpus": {"h100": [0, 1, 2, 3], "a100": [4, 5]},
+                                      "meter_interval_s": 0.2})  # fmt: skip
+    elif kind.startswith("slurm"):
+        clusters = request.getfixturevalue("slurm_clusters")
+        yield get_connector("slurm", clusters["gs-eu"].connector_config(kind.split("-")[1]))
+    else:
+        head = request.getfixturevalue("ray_head")
+        yield get_connector("ray", head.connector_config())

@@ -1,0 +1,126 @@
+"""Start a local Ray head on loopback, on free ports (never 6379, which Redis holds), and stop only it.
+
+``ray start --block`` runs in its own session; terminating that process group stops every Ray process this
+head started, so other Ray heads on the machine (another engineer's, a benchmark's) are left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.runtimes.slurm import RuntimeUnavailable, free_port
+
+#: Ray custom resources of the test head, by hardware type code (the connector's default naming).
+DEFAULT_RESOURCES = {"h100": 4, "a100": 2}
+
+
+@dataclass
+class RayHead:
+    """A running Ray head; ``dashboard_url`` is the Job Submission address."""
+
+    gcs_port: int
+    dashboard_port: int
+    temp_dir: Path
+    resources: dict[str, int]
+    proc: subprocess.Popen
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def connector_config(self) -> dict:
+        """Config for ``get_connector("ray", ...)`` pointing at this head."""
+        return {"address": self.dashboard_url, "resources": {hw: hw.upper() for hw in self.resources}}
+
+    def stop(self) -> None:
+        """Terminate the head's process group, then SIGKILL what lingers, and remove its temp dir."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _group_alive(self.proc.pid):
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 60.0) -> RayHead:
+    """Start ``ray start --head --block`` with custom resources named by upper-case hardware codes.
+
+    Raises
+    ------
+    RuntimeUnavailable
+        When ray is not installed in this interpreter's environment or the head does not come up.
+    """
+    ray_bin = Path(sys.executable).with_name("ray")
+    if not ray_bin.exists():
+        raise RuntimeUnavailable(f"ray is not installed in {sys.prefix} (run .ci/runtimes.sh)")
+    resources = dict(resources or DEFAULT_RESOURCES)
+    temp_dir = Path(tempfile.mkdtemp(prefix="gs-ray-", dir="/tmp"))
+    gcs_port, dashboard_port = free_port(), free_port()
+    low = 20000 + (os.getpid() * 37) % 30000
+    args = [
+        str(ray_bin), "start", "--head", "--block", "--disable-usage-stats",
+        f"--port={gcs_port}", "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard_port}", f"--ray-client-server-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}",
+        f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
+        f"--min-worker-port={low}", f"--max-worker-port={low + 200}",
+        "--num-cpus=2", "--num-gpus=0", f"--temp-dir={temp_dir}", "--object-store-memory=100000000",
+        "--include-log-monitor=false",
+        "--resources=" + json.dumps({hw.upper(): n for hw, n in resources.items()}),
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "PATH": f"{ray_bin.parent}:{os.environ.get('PATH', '')}",
+    }
+    log = open(temp_dir / "ray-start.log", "wb")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env=env)  # fmt: skip
+    log.close()
+    head = RayHead(gcs_port, dashboard_port, temp_dir, resources, proc)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(f"{head.dashboard_url}/api/jobs/", timeout=2) as response:
+                if response.status == 200:
+                    return head
+        except OSError:
+            pass
+        time.sleep(0.25)
+    text = (temp_dir / "ray-start.log").read_text(errors="replace")[-1500:]
+    head.stop()
+    raise RuntimeUnavailable(f"Ray head did not come up within {timeout_s} s: {text}")
+
+
+def _group_alive(pgid: int) -> bool:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
