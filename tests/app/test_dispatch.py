@@ -1,0 +1,257 @@
+"""Dispatch state machine against the real local runtime: claim once, submit once, recover, sync, re-plan."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from app.enums import JobState, RunState
+from app.models import Job, Run
+from app.services import auth, dispatch, dispatch_sync
+from app.services.dispatch_failures import MAX_ATTEMPTS
+from connectors.base import ConnectorError
+from connectors.registry import get_connector
+from tests.app.test_dispatch_support import (
+    add_job,
+    add_local_clusters,
+    add_market,
+    job_states,
+    runs_of,
+    utcnow,
+    wait_for,
+    write_plan,
+)
+
+W = "test-worker"
+
+
+@pytest.fixture
+def tenant_id(session, small_fleet) -> int:
+    tenant = auth.create_tenant(session, "team-a")
+    session.commit()
+    return tenant.id
+
+
+@pytest.fixture
+def clusters(session, small_fleet, tmp_path) -> dict[str, str]:
+    return add_local_clusters(session, tmp_path)
+
+
+def test_due_assignment_is_claimed_once_and_submitted_once(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id)
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    first = dispatch.tick(session, settings, now=utcnow(), worker=W)
+    again = dispatch.tick(session, settings, now=utcnow(), worker="other-worker")
+    assert len(first.claimed) == 1 and again.to_submit == ()
+    run_id = first.claimed[0]
+    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    assert out.state == "submitted" and not out.adopted
+    redelivered = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    assert redelivered.state == "skipped"
+    runs = runs_of(session, job.id)
+    assert len(runs) == 1 and runs[0].state == RunState.SUBMITTED
+    assert runs[0].runtime_job_id == runs[0].run_key and runs[0].planned_start_at is not None
+    assert job_states(session, job.id) == ["pending", "dispatching", "submitted"]
+
+
+def test_assignment_not_yet_due_waits(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id)
+    write_plan(session, [(job.id, "de", "h100", utcnow() + timedelta(hours=2), 30)])
+    assert dispatch.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
+    session.expire_all()
+    assert session.get(Job, job.id).state == JobState.PLANNED
+
+
+def test_planned_start_is_passed_as_begin_at(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id, command="echo started")
+    start = utcnow() + timedelta(seconds=settings.dispatch_interval_s / 2)
+    write_plan(session, [(job.id, "de", "h100", start, 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    spec = dispatch.build_spec(session, session.get(Run, run_id))
+    assert spec.begin_at == start and spec.hardware == "h100" and spec.gpu_count == 1
+    assert spec.time_limit_minutes >= 30 and spec.power_w_per_gpu > 0
+
+
+def test_redelivered_submit_finds_the_job_already_on_the_runtime(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id, command="sleep 0.2")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    run = session.get(Run, run_id)
+    # A worker submitted to the runtime and died before recording it in the database.
+    connector = get_connector("local", run.cluster.config)
+    connector.submit(dispatch.build_spec(session, run))
+    session.rollback()
+    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    assert out.state == "submitted" and out.adopted
+    assert [p.name for p in (connector.state_dir / "runs").iterdir()] == [run.run_key]
+
+
+def test_stale_claim_is_recovered_and_fresh_one_is_not(session, settings, tenant_id, clusters):
+    old, fresh = add_job(session, tenant_id, name="old"), add_job(session, tenant_id, name="fresh")
+    now = utcnow()
+    write_plan(session, [(old.id, "de", "h100", now - timedelta(minutes=10), 30)])
+    (stale_run,) = dispatch.tick(session, settings, now=now - timedelta(seconds=settings.claim_stale_s + 5),
+                                 worker="dead-worker").claimed  # fmt: skip
+    write_plan(session, [(old.id, "de", "h100", now, 30), (fresh.id, "fi", "a100", now, 30)])
+    result = dispatch.tick(session, settings, now=now, worker=W)
+    assert result.recovered == (stale_run,)
+    assert len(result.claimed) == 1  # the fresh job; the old job keeps its one run
+    assert dispatch.tick(session, settings, now=now, worker=W).to_submit == ()
+    session.expire_all()
+    assert session.get(Run, stale_run).claimed_by == W
+    assert len(runs_of(session, old.id)) == 1
+
+
+def test_sync_records_success_energy_cost_and_carbon(session, settings, tenant_id, clusters):
+    add_market(session, "DE", price_per_mwh=100.0, carbon_g_per_kwh=400.0)
+    job = add_job(session, tenant_id, command="sleep 0.3; echo done", gpus=2)
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+
+    def finished():
+        result = dispatch_sync.sync(session, settings, now=utcnow())
+        return run_id in result.succeeded
+
+    wait_for(finished)
+    session.expire_all()
+    run = session.get(Run, run_id)
+    assert run.state == RunState.SUCCEEDED and run.exit_code == 0
+    assert run.started_at and run.finished_at and run.finished_at >= run.started_at
+    assert run.energy_kwh > 0 and run.energy_source == "estimate" and run.avg_power_w > 0
+    facility_kwh = run.energy_kwh * 1.2  # de has PUE 1.2
+    assert run.cost == pytest.approx(facility_kwh * 100.0 / 1000.0)
+    assert run.carbon_kg == pytest.approx(facility_kwh * 400.0 / 1000.0)
+    assert session.get(Job, job.id).state == JobState.SUCCEEDED
+    assert job_states(session, job.id)[-2:] in (["running", "succeeded"], ["submitted", "succeeded"])
+
+
+def test_job_cancelled_through_api_is_cancelled_on_runtime(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id, command="sleep 60")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    session.expire_all()
+    job = session.get(Job, job.id)
+    job.state = JobState.CANCELLED  # what POST /jobs/{id}/cancel does
+    session.commit()
+    result = dispatch_sync.sync(session, settings, now=utcnow())
+    assert result.cancelled == (run_id,)
+    run = session.get(Run, run_id)
+    connector = get_connector("local", run.cluster.config)
+    wait_for(lambda: connector.poll(run.runtime_job_id).status.value == "cancelled")
+    assert run.state == RunState.CANCELLED
+
+
+def test_failed_run_sends_job_back_to_planning_without_its_region(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id, command="exit 3")
+    write_plan(session, [(job.id, "de", "a100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    result = wait_for(lambda: (r := dispatch_sync.sync(session, settings, now=utcnow())).failed and r)
+    assert result.replan and result.failed == (run_id,)
+    session.expire_all()
+    job = session.get(Job, job.id)
+    assert job.state == JobState.PENDING and job.allowed_regions == ["fi"]
+    assert "exit code 3" in job.state_reason and "without region de" in job.state_reason
+    assert session.get(Run, run_id).state == RunState.FAILED
+
+
+def test_runtime_refusal_fails_run_and_requeues(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id, gpus=3)  # de's local cluster has only two a100 slots
+    write_plan(session, [(job.id, "de", "a100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    assert out.state == "failed" and out.replan
+    session.expire_all()
+    assert session.get(Job, job.id).state == JobState.PENDING
+    assert "wants 3 a100" in session.get(Run, run_id).error
+
+
+def test_job_fails_for_good_after_max_attempts(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id, command="exit 1")
+    for attempt in range(MAX_ATTEMPTS):
+        region = ("de", "fi")[attempt % 2]
+        write_plan(session, [(job.id, region, "a100", utcnow(), 30)])
+        (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+        dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+        wait_for(lambda: dispatch_sync.sync(session, settings, now=utcnow()).failed)
+        session.expire_all()
+        job = session.get(Job, job.id)
+        job.allowed_regions = None  # let the next hand-written plan use any region
+        session.commit()
+    assert job.state == JobState.FAILED and f"after {MAX_ATTEMPTS} runs" in job.state_reason
+
+
+def test_job_without_command_fails_with_reason(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id, command=None)
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    assert out.state == "failed"
+    session.expire_all()
+    job = session.get(Job, job.id)
+    assert job.state == JobState.FAILED and "command" in job.state_reason
+
+
+def test_region_without_cluster_requeues_job(session, settings, tenant_id, small_fleet):
+    job = add_job(session, tenant_id)
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    result = dispatch.tick(session, settings, now=utcnow(), worker=W)
+    assert result.failed_jobs == (job.id,) and result.claimed == ()
+    session.expire_all()
+    job = session.get(Job, job.id)
+    assert job.state == JobState.PENDING and "no enabled cluster" in job.state_reason
+
+
+class _Unreachable:
+    """A runtime whose every call fails retryably (daemon down)."""
+
+    def find(self, run_key):
+        raise ConnectorError("controller not answering", retryable=True, kind="fake")
+
+    submit = poll = cancel = energy = find
+
+
+class _Empty(_Unreachable):
+    def find(self, run_key):
+        return None
+
+
+def test_give_up_only_when_runtime_confirms_it_has_no_job(session, settings, tenant_id, clusters, monkeypatch):
+    job = add_job(session, tenant_id)
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, settings: _Unreachable())
+    with pytest.raises(ConnectorError):
+        dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    kept = dispatch.give_up(session, settings, run_id, "controller not answering", now=utcnow())
+    assert kept.state == "dispatching"  # the first submit may have landed: wait for stale-claim recovery
+    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, settings: _Empty())
+    failed = dispatch.give_up(session, settings, run_id, "controller not answering", now=utcnow())
+    assert failed.state == "failed" and failed.replan
+    session.expire_all()
+    assert session.get(Job, job.id).state == JobState.PENDING
+
+
+def test_unreachable_runtime_leaves_runs_alone_during_sync(session, settings, tenant_id, clusters, monkeypatch):
+    job = add_job(session, tenant_id, command="sleep 5")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    monkeypatch.setattr(dispatch_sync, "connector_for", lambda cluster, settings: _Unreachable())
+    result = dispatch_sync.sync(session, settings, now=utcnow())
+    assert result.unreachable == (run_id,) and not result.replan
+    session.expire_all()
+    assert session.get(Run, run_id).state == RunState.SUBMITTED
+    monkeypatch.undo()
+    run = session.get(Run, run_id)
+    get_connector("local", run.cluster.config).cancel(run.runtime_job_id)
+
+
+def test_hour_weights_split_a_run_across_hours():
+    start = utcnow().replace(minute=30, second=0, microsecond=0)
+    weights = dispatch_sync.hour_weights(start, start + timedelta(hours=1))
+    assert sorted(weights.values()) == [0.5, 0.5]
+    assert sum(dispatch_sync.hour_weights(start, start + timedelta(minutes=200)).values()) == pytest.approx(1.0)
