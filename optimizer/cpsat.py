@@ -115,9 +115,7 @@ def build_options(
     ch = Choice(r, h, s1, l1, s2, l2)
     # objective of an option = objective of the class representative running it
     proxy = _as_rows(tb, rep[c])
-    obj = option_objective(
-        proxy, ch, m.nu if tb.problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP else 0.0
-    )
+    obj = option_objective(proxy, ch, 0.0)  # carbon_cost_cap: carbon only, the cap is a constraint
     cost = option_objective(_Priced(proxy), ch)
     return Options(c, ch, obj, cost, exact)
 

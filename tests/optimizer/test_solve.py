@@ -1,0 +1,199 @@
+"""The Gridshift planner on problems whose optimum is known."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from optimizer import (
+    Objective,
+    ObjectiveKind,
+    PlanStatus,
+    SolveParams,
+    UnplannedReason,
+    check_plan,
+    solve,
+)
+from tests.optimizer.conftest import H100, L40S, job, problem, region
+
+FLAT = [50.0] * 8
+
+
+def solved(pb, params):
+    plan = solve(pb, params)
+    report = check_plan(pb, plan)
+    assert report.ok, report.violations
+    return plan
+
+
+def test_job_takes_cheapest_window_and_cost_is_exact(params):
+    prices = [90, 80, 10, 20, 70, 60, 50, 40]
+    pb = problem([region("DE", prices)], [job("a", gpus=2, dur=2)])
+    plan = solved(pb, params)
+    a = plan.assignment_of("a")
+    assert (a.start_slot, a.end_slot) == (2, 4)
+    # 2 GPUs x 0.7 kW x 1 h per slot = 1.4 kWh per slot at 10 and 20 EUR/MWh
+    assert math.isclose(plan.cost, 1.4 * (10 + 20) / 1000)
+    assert math.isclose(plan.energy_kwh, 2.8)
+    assert plan.status is PlanStatus.OPTIMAL
+    assert plan.gap_pct is not None and plan.gap_pct < 1e-6
+
+
+def test_gpu_inventory_pushes_second_job_to_next_best_window(params):
+    prices = [90, 80, 10, 10, 70, 20, 20, 95]
+    pb = problem([region("DE", prices, gpus=4)], [job("a", gpus=4), job("b", gpus=4)])
+    plan = solved(pb, params)
+    starts = sorted(plan.assignment_of(j).start_slot for j in "ab")
+    assert starts == [2, 5]
+    assert math.isclose(plan.cost, 2.8 * (10 + 10 + 20 + 20) / 1000)
+
+
+def test_power_budget_limits_concurrent_jobs_and_budget_dips_are_avoided(params):
+    prices = [10, 10, 10, 10, 50, 50, 50, 50]
+    # 1 GPU x 0.7 kW x PUE 1.0: only one job fits under 1 kW; slots 0-1 dip to 0.5 kW (demand response)
+    budget = [0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    pb = problem([region("DE", prices, budget_kw=budget)], [job("a"), job("b")])
+    plan = solved(pb, params)
+    runs = sorted((plan.assignment_of(j).start_slot, plan.assignment_of(j).end_slot) for j in "ab")
+    assert runs[0] == (2, 4)
+    assert runs[1][0] >= 4
+
+
+def test_region_choice_follows_price_and_residency(params):
+    pb = problem(
+        [region("DE", [80] * 8), region("FR", [20] * 8)],
+        [job("free"), job("resident", allowed_regions=("DE",))],
+    )
+    plan = solved(pb, params)
+    assert plan.assignment_of("free").region == "FR"
+    assert plan.assignment_of("resident").region == "DE"
+
+
+def test_carbon_objective_prefers_clean_region_and_weighted_trades_off(params):
+    cheap_dirty = region("PL", [20] * 8, [800] * 8)
+    dear_clean = region("FR", [60] * 8, [50] * 8)
+    jobs = [job("a")]
+    by_cost = solved(problem([cheap_dirty, dear_clean], jobs), params)
+    by_carbon = solved(
+        problem([cheap_dirty, dear_clean], jobs, objective=Objective(ObjectiveKind.CARBON)), params
+    )
+    assert by_cost.assignment_of("a").region == "PL"
+    assert by_carbon.assignment_of("a").region == "FR"
+    assert math.isclose(by_carbon.objective, by_carbon.carbon_kg)
+    # 1.4 kWh: +0.056 EUR for -1.05 kg in FR; clean wins above ~53 EUR/t
+    low = Objective(ObjectiveKind.WEIGHTED, carbon_price_per_tonne=30.0)
+    high = Objective(ObjectiveKind.WEIGHTED, carbon_price_per_tonne=100.0)
+    assert (
+        solved(problem([cheap_dirty, dear_clean], jobs, objective=low), params).assignment_of("a").region
+        == "PL"
+    )
+    assert (
+        solved(problem([cheap_dirty, dear_clean], jobs, objective=high), params).assignment_of("a").region
+        == "FR"
+    )
+
+
+def test_min_carbon_under_cost_cap_keeps_the_cap(params):
+    cheap_dirty = region("PL", [20] * 8, [800] * 8)
+    dear_clean = region("FR", [60] * 8, [50] * 8)
+    jobs = [job("a"), job("b")]
+    # each job costs 0.028 EUR in PL, 0.084 EUR in FR; a cap of 0.12 allows only one job in FR
+    capped = Objective(ObjectiveKind.CARBON_WITH_COST_CAP, cost_cap=0.12)
+    plan = solved(problem([cheap_dirty, dear_clean], jobs, objective=capped), params)
+    regions = sorted(plan.assignment_of(j).region for j in "ab")
+    assert regions == ["FR", "PL"]
+    assert plan.cost <= 0.12
+
+
+def test_interruptible_job_splits_around_a_price_spike_with_overhead(params):
+    prices = [10, 10, 10, 999, 999, 10, 10, 10]
+    pb = problem(
+        [region("DE", prices)],
+        [job("ckpt", dur=4, interruptible=True, min_chunk_slots=2, checkpoint_overhead_slots=1)],
+    )
+    plan = solved(pb, params)
+    chunks = [(c.start_slot, c.end_slot) for c in plan.assignment_of("ckpt").chunks]
+    assert len(chunks) == 2
+    assert sum(e - s for s, e in chunks) == 5  # 4 slots of work + 1 slot to resume
+    assert all(e <= 3 or s >= 5 for s, e in chunks)
+
+
+def test_bad_input_is_named_per_job_and_the_rest_is_planned(params):
+    prices = [50.0, math.nan, 50, 50, 50, 50, 50, 50]
+    pb = problem(
+        [region("DE", prices, gpus={"H100": 8, "L40S": 8}, budget_kw=3.0)],
+        [
+            job("ok", rel=2),
+            job("backwards", rel=5, dl=3),
+            job("too_big_memory", dur={"L40S": 2}, memory_gb_per_gpu=64),
+            job("too_short", dur=4, rel=5, dl=8),
+            job("power_hog", gpus=8, dur=2),
+            job("nan_only", dur=2, rel=0, dl=2),
+        ],
+        hardware=(H100, L40S),
+    )
+    plan = solved(pb, params)
+    reasons = plan.unplanned_reasons()
+    assert reasons == {
+        "backwards": UnplannedReason.DEADLINE_BEFORE_RELEASE,
+        "too_big_memory": UnplannedReason.NO_ELIGIBLE_HARDWARE,
+        "too_short": UnplannedReason.WINDOW_TOO_SHORT,
+        "power_hog": UnplannedReason.POWER_BUDGET_TOO_LOW,
+        "nan_only": UnplannedReason.INVALID_PRICES,
+    }
+    assert plan.assignment_of("ok") is not None
+
+
+def test_jobs_beyond_capacity_are_left_out_with_reason(params):
+    pb = problem([region("DE", FLAT, gpus=4)], [job(f"j{i}", gpus=4, dur=4) for i in range(3)])
+    plan = solved(pb, params)
+    assert len(plan.assignments) == 2
+    assert [u.reason for u in plan.unplanned] == [UnplannedReason.CAPACITY]
+
+
+def test_identical_jobs_are_aggregated_into_one_class(params):
+    prices = [90, 10, 10, 20, 20, 30, 30, 90]
+    pb = problem([region("DE", prices, gpus=2)], [job(f"j{i}", gpus=2, dur=2) for i in range(3)])
+    plan = solved(pb, SolveParams(time_limit_s=5.0, random_seed=1))
+    assert math.isclose(plan.cost, 1.4 * (10 + 10 + 20 + 20 + 30 + 30) / 1000)
+
+
+def brute_force(pb):
+    """Cheapest plan by enumeration (contiguous runs, every job planned)."""
+    options = []
+    for j in pb.jobs:
+        opts = []
+        for r in pb.regions:
+            for hw, d in j.duration_slots.items():
+                for s in range(j.release_slot, j.deadline_slot - d + 1):
+                    opts.append((r, hw, s, d))
+        options.append(opts)
+    best = math.inf
+    for combo in itertools.product(*options):
+        gpu, kw, cost = {}, {}, 0.0
+        for j, (r, _hw, s, d) in zip(pb.jobs, combo, strict=True):
+            p = j.gpus * 0.7 * r.pue
+            for t in range(s, s + d):
+                gpu[(r.name, t)] = gpu.get((r.name, t), 0) + j.gpus
+                kw[(r.name, t)] = kw.get((r.name, t), 0.0) + p
+                cost += p * r.price_per_mwh[t] / 1000
+        if all(v <= 4 for v in gpu.values()) and all(v <= 2.0 + 1e-9 for v in kw.values()):
+            best = min(best, cost)
+    return best
+
+
+def test_matches_brute_force_on_random_tiny_problems(params):
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        regions = [region(n, rng.integers(5, 100, 6), gpus=4, budget_kw=2.0) for n in ("A", "B")]
+        jobs = [
+            job(f"j{i}", gpus=int(rng.choice([1, 2])), dur=int(rng.integers(1, 4)), n_slots=6)
+            for i in range(4)
+        ]
+        pb = problem(regions, jobs)
+        plan = solved(pb, params)
+        assert not plan.unplanned
+        assert math.isclose(plan.cost, brute_force(pb), rel_tol=1e-6)
+        assert plan.best_bound is not None and plan.best_bound <= plan.objective + 1e-9
