@@ -111,7 +111,7 @@ class RayConnector:
 
     # -- protocol ------------------------------------------------------------------------------------------
     def capacity(self) -> Capacity:
-        """Resources per hardware type from the nodes' totals, less the entrypoint resources of live jobs."""
+        """Resources per hardware type from the nodes' totals, less the GPUs of live jobs submitted here."""
         import requests
 
         def nodes() -> list[dict[str, Any]]:
@@ -136,9 +136,10 @@ class RayConnector:
                 RunStatus.PENDING,
                 RunStatus.RUNNING,
             ):
-                for name, amount in (job.entrypoint_resources or {}).items():
-                    hw = self.hardware_of.get(name, name.lower())
-                    used[hw] = used.get(hw, 0) + int(amount)
+                meta = job.metadata or {}  # JobDetails does not echo entrypoint_resources; submit records them
+                if meta.get("gpu_resource"):
+                    hw = self.hardware_of.get(meta["gpu_resource"], meta["gpu_resource"].lower())
+                    used[hw] = used.get(hw, 0) + int(meta.get("gpu_count", 0))
         return Capacity(
             gpus_total=total, gpus_free={hw: max(0, n - used.get(hw, 0)) for hw, n in total.items()}
         )
@@ -161,6 +162,7 @@ class RayConnector:
                 "gridshift_name": spec.name,
                 "power_w_per_gpu": f"{spec.power_w_per_gpu:g}",
                 "gpu_count": str(spec.gpu_count),
+                "gpu_resource": self._resource(spec.hardware) if spec.gpu_count else "",
                 "begin_at": spec.begin_at.isoformat() if spec.begin_at else "",
             },
         }

@@ -53,11 +53,12 @@ class RayHead:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=5)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and _group_alive(self.proc.pid):
+        deadline = time.monotonic() + 5  # workers run in process groups of their own, in the head's session
+        while time.monotonic() < deadline and _session_pids(self.proc.pid):
             time.sleep(0.1)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        for pid in _session_pids(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
@@ -114,13 +115,15 @@ def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 6
     raise RuntimeUnavailable(f"Ray head did not come up within {timeout_s} s: {text}")
 
 
-def _group_alive(pgid: int) -> bool:
+def _session_pids(sid: int) -> list[int]:
+    """Live (non-zombie) processes of session ``sid``."""
+    found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+            if int(fields[3]) == sid and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
