@@ -53,7 +53,7 @@ class ReportOut(Schema):
     generated_at = fields.DateTime(format="iso")
 
 
-class FiguresOut(Schema):
+class ReceiptFiguresOut(Schema):
     energy_kwh = fields.Float(allow_none=True)
     cost = fields.Float(allow_none=True)
     carbon_kg = fields.Float(allow_none=True)
@@ -75,9 +75,9 @@ class ReceiptOut(Schema):
     planned_energy_kwh = fields.Float(allow_none=True)
     metered_energy_kwh = fields.Float(allow_none=True)
     currency = fields.String()
-    actual = fields.Nested(FiguresOut, metadata={"description": "metered, else planned"})
+    actual = fields.Nested(ReceiptFiguresOut, metadata={"description": "metered, else planned"})
     carbon_market_kg = fields.Float(allow_none=True)
-    run_now = fields.Nested(FiguresOut)
+    run_now = fields.Nested(ReceiptFiguresOut)
     saving_cost = fields.Float(allow_none=True)
     saving_carbon_kg = fields.Float(allow_none=True)
 

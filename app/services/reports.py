@@ -209,7 +209,7 @@ def build_entries(
     runs = _latest_runs(session, ids)
     assignments = _pick_assignments(session, ids, runs)
     contracts = _contracts(session)
-    slugs = dict(session.execute(select(Tenant.id, Tenant.slug)).tuples().all())
+    slugs = dict(session.execute(select(Tenant.id, Tenant.slug)).all())
     out: list[Entry] = []
     for job in jobs:
         a = assignments.get(job.id)

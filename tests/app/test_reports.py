@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+
+from app.enums import Role
+from app.models import EnergyContract, Region
+from tests.app.test_reports_support import Planned, finish_run, make_plan, submit
+from tests.conftest import make_token
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def two_tenants(session, small_fleet, now):
+    tokens = {"a": make_token(session, "team-a"), "b": make_token(session, "team-b"),
+              "ops": make_token(session, "ops", Role.ADMIN, operator=True)}
+    a = submit(session, "team-a", now, 2)
+    b = submit(session, "team-b", now, 1)
+    make_plan(session, now, [
+        Planned(a[0], "de", "h100", now + timedelta(hours=2), 2, 100.0, 10.0, 40.0, 15.0, 50.0),
+        Planned(a[1], "fi", "a100", now + timedelta(hours=5), 4, 200.0, 12.0, 16.0, 30.0, 80.0),
+        Planned(b[0], "de", "a100", now + timedelta(hours=1), 3, 50.0, 5.0, 20.0, 6.0, 25.0),
+    ])
+    return tokens, a, b
+
+
+def test_monthly_report_sums_own_jobs_per_region(client, two_tenants, now):
+    tokens, _a, _b = two_tenants
+    rep = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["a"])).json
+    assert rep["tenant"] == "team-a" and rep["currency"] == "EUR"
+    rows = {r["region"]: r for r in rep["rows"]}
+    assert set(rows) == {"de", "fi"}  # team-b's Frankfurt job is not in team-a's report
+    assert rows["de"]["energy_kwh"] == pytest.approx(100.0) and rows["de"]["cost"] == pytest.approx(10.0)
+    assert rows["fi"]["saving_cost"] == pytest.approx(18.0)
+    assert rows["fi"]["saving_carbon_kg"] == pytest.approx(64.0)
+    total = rep["total"]
+    assert total["jobs"] == 2 and total["cost"] == pytest.approx(22.0) and total["run_now_cost"] == pytest.approx(45.0)
+    assert total["saving_pct"] == pytest.approx(100 * 23 / 45)
+    assert total["carbon_market_kg"] is None  # no energy contract anywhere
+
+
+def test_operator_admin_sees_every_tenant(client, two_tenants):
+    tokens, _a, _b = two_tenants
+    rep = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["ops"])).json
+    assert rep["tenant"] == "all"
+    assert {(r["tenant"], r["region"]) for r in rep["rows"]} == {("team-a", "de"), ("team-a", "fi"), ("team-b", "de")}
+    assert rep["total"]["energy_kwh"] == pytest.approx(350.0)
+    one = client.get("/api/v1/reports/monthly?month=2030-01&tenant=team-b", headers=auth(tokens["ops"])).json
+    assert one["total"]["jobs"] == 1
+    # A tenant cannot ask for another tenant's report.
+    assert client.get("/api/v1/reports/monthly?month=2030-01&tenant=team-b",
+                      headers=auth(tokens["a"])).status_code == 404
+
+
+def test_entries_belong_to_the_month_they_start_in(client, two_tenants):
+    tokens, _a, _b = two_tenants
+    rep = client.get("/api/v1/reports/monthly?month=2029-12", headers=auth(tokens["a"])).json
+    assert rep["rows"] == [] and rep["total"]["jobs"] == 0 and rep["total"]["energy_kwh"] == 0
+
+
+def test_metered_run_replaces_the_plan_in_report_and_receipt(client, session, two_tenants, now):
+    tokens, a, _b = two_tenants
+    # Metered 120 kWh where 100 were planned; the run recorded no cost, so the planned price applies (0.1 EUR/kWh).
+    finish_run(session, a[0], now + timedelta(hours=2), 2, 120.0, cost=None, carbon_kg=45.0)
+    r = client.get(f"/api/v1/jobs/{a[0]}/receipt", headers=auth(tokens["a"])).json
+    assert r["basis"] == "metered" and r["runtime_job_id"] == f"local-{a[0]}"
+    assert r["metered_energy_kwh"] == pytest.approx(120.0) and r["planned_energy_kwh"] == pytest.approx(100.0)
+    assert r["actual"] == pytest.approx({"energy_kwh": 120.0, "cost": 12.0, "carbon_kg": 45.0})
+    assert r["saving_cost"] == pytest.approx(3.0) and r["saving_carbon_kg"] == pytest.approx(5.0)
+    rows = {x["region"]: x for x in client.get("/api/v1/reports/monthly?month=2030-01",
+                                               headers=auth(tokens["a"])).json["rows"]}
+    assert rows["de"]["metered_jobs"] == 1 and rows["de"]["energy_kwh"] == pytest.approx(120.0)
+
+
+def test_receipt_before_planning_and_for_other_tenants(client, session, two_tenants, now):
+    tokens, a, b = two_tenants
+    fresh = submit(session, "team-a", now, 1)[0]
+    r = client.get(f"/api/v1/jobs/{fresh}/receipt", headers=auth(tokens["a"])).json
+    assert r["basis"] is None and r["state"] == "pending"
+    resp = client.get(f"/api/v1/jobs/{b[0]}/receipt", headers=auth(tokens["a"]))
+    assert resp.status_code == 404 and "team-b" not in resp.get_data(as_text=True)
+
+
+def test_market_based_carbon_where_a_contract_covers_the_region(client, session, two_tenants, now):
+    tokens, _a, _b = two_tenants
+    de = session.query(Region).filter_by(code="de").one()
+    # Half of Frankfurt's consumption covered by a 0 g/kWh PPA during January 2030.
+    session.add(EnergyContract(tenant_id=None, region_id=de.id, name="wind PPA", start_at=now,
+                               end_at=now + timedelta(days=31), share=0.5, carbon_g_per_kwh=0.0))
+    session.commit()
+    rows = {x["region"]: x for x in client.get("/api/v1/reports/monthly?month=2030-01",
+                                               headers=auth(tokens["a"])).json["rows"]}
+    assert rows["de"]["carbon_market_kg"] == pytest.approx(20.0)  # 40 kg location-based, half covered at 0
+    assert rows["fi"]["carbon_market_kg"] is None
+
+
+def test_csv_export_matches_the_json_report(client, two_tenants):
+    tokens, _a, _b = two_tenants
+    resp = client.get("/api/v1/reports/monthly.csv?month=2030-01", headers=auth(tokens["a"]))
+    assert resp.status_code == 200 and resp.mimetype == "text/csv"
+    assert "attachment" in resp.headers["Content-Disposition"]
+    lines = list(csv.DictReader(io.StringIO(resp.get_data(as_text=True))))
+    assert [(x["region"]) for x in lines] == ["de", "fi", "all"]
+    assert float(lines[-1]["cost"]) == pytest.approx(22.0)
+    assert float(lines[1]["saving_cost"]) == pytest.approx(18.0)
+
+
+def test_pdf_export_is_a_pdf(client, two_tenants):
+    tokens, _a, _b = two_tenants
+    resp = client.get("/api/v1/reports/monthly.pdf?month=2030-01", headers=auth(tokens["a"]))
+    assert resp.status_code == 200 and resp.mimetype == "application/pdf"
+    data = resp.get_data()
+    assert data.startswith(b"%PDF") and data.count(b"/Type /Page") >= 2  # summary with charts + table
+
+
+def test_bad_report_parameters_name_the_field(client, two_tenants):
+    tokens, _a, _b = two_tenants
+    for query, field in [("month=2030-13", "month"), ("month=january", "month"), ("month=2030-01&region=mars", "region")]:
+        resp = client.get(f"/api/v1/reports/monthly?{query}", headers=auth(tokens["a"]))
+        assert resp.status_code == 422, (query, resp.json)
+        assert field in [e["field"] for e in resp.json["errors"]]
