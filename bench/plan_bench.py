@@ -1,0 +1,352 @@
+"""Planning benchmark: savings against baselines, scale, and a rolling replay on real 2022 market data.
+
+Examples (each run prints one table; ``--json`` adds one JSON object as the last line)::
+
+    python bench/plan_bench.py --jobs 1000 --days 4 --time-limit 10             # savings table
+    python bench/plan_bench.py --scale 100,1000,10000,100000 --scale-limits 10,10,60,300
+    python bench/plan_bench.py --replay-days 30 --jobs 200 --time-limit 5        # rolling daily replay
+
+Policies are evaluated on realised prices and carbon intensity. ``gridshift`` plans on ``--forecast``
+curves (``realised``: perfect information, ``naive``: day-ahead prices for the first day, then repeated;
+carbon persistence); ``oracle`` is the same planner on realised curves with twice the time limit.
+Workload, hardware and fleet parameters are documented in ``bench/plan_workload.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.plan_workload import (
+    CATALOG,
+    DEFAULT_DATA,
+    build_problem,
+    generate,
+    hardware_from_dicts,
+    read_curves,
+    start_of,
+    window,
+    with_curves,
+)
+from optimizer import SOLVERS, Objective, ObjectiveKind, Plan, Problem, SolveParams, check_plan
+
+
+def realised_totals(problem: Problem, plan: Plan) -> dict:
+    """Cost [EUR], carbon [kg], energy [kWh] of ``plan`` on ``problem``'s curves, and its deadline misses."""
+    regions = {r.name: r for r in problem.regions}
+    jobs = {j.job_id: j for j in problem.jobs}
+    cost = carbon = energy = 0.0
+    late = 0
+    for a in plan.assignments:
+        r, j = regions[a.region], jobs[a.job_id]
+        kw = j.gpus * problem.job_power_kw_per_gpu(j, a.hardware) * r.pue
+        for c in a.chunks:
+            for t in range(c.start_slot, c.end_slot):
+                e = kw * problem.slot_hours
+                energy += e
+                cost += e * r.price_per_mwh[t] / 1000.0
+                carbon += e * r.carbon_g_per_kwh[t] / 1000.0
+        late += a.end_slot > j.deadline_slot
+    return {
+        "cost": cost,
+        "carbon_kg": carbon,
+        "energy_kwh": energy,
+        "deadline_misses": late + len(plan.unplanned),
+        "planned": len(plan.assignments),
+        "unplanned": len(plan.unplanned),
+    }
+
+
+def objective_of(problem: Problem, row: dict) -> float:
+    kind = problem.objective.kind
+    if kind is ObjectiveKind.COST:
+        return row["cost"]
+    if kind is ObjectiveKind.WEIGHTED:
+        return row["cost"] + problem.objective.carbon_price_per_tonne * row["carbon_kg"] / 1000.0
+    return row["carbon_kg"]
+
+
+def make_objective(name: str, carbon_price: float) -> Objective:
+    if name == "weighted":
+        return Objective(ObjectiveKind.WEIGHTED, carbon_price_per_tonne=carbon_price)
+    return Objective(ObjectiveKind(name))
+
+
+def run_policies(
+    realised: Problem, planned_on: Problem, params: SolveParams, policies: list[str]
+) -> tuple[dict, Plan]:
+    """Run each policy, check its plan, evaluate it on realised curves."""
+    out: dict[str, dict] = {}
+    ours = None
+    for name in policies:
+        pb = realised if name in ("oracle", "run_now") else planned_on
+        p = params
+        if name == "oracle":
+            p = SolveParams(params.time_limit_s * 2, params.num_workers, params.random_seed)
+        t0 = time.perf_counter()
+        plan = SOLVERS[name](pb, p)
+        solve_s = time.perf_counter() - t0
+        allow_late = name in ("run_now", "best_window")
+        report = check_plan(pb, plan, allow_late=allow_late)
+        row = realised_totals(realised, plan)
+        row.update(
+            solve_s=round(solve_s, 3),
+            checked=report.ok,
+            objective=objective_of(realised, row),
+            status=str(plan.status),
+            gap_pct=plan.gap_pct,
+            best_bound=plan.best_bound,
+        )
+        if not report.ok:
+            row["violations"] = list(report.violations[:3])
+        out[name] = row
+        if name == "gridshift":
+            ours = plan
+    return out, ours
+
+
+def savings(args, hardware) -> dict:
+    curves = read_curves(Path(args.data), args.regions, year=int(args.start[:4]))
+    start = start_of(args.start)
+    hours = args.days * 24
+    price, carbon = window(curves, start, hours, "realised")
+    specs = generate(args.jobs, args.regions, args.seed)
+    realised = build_problem(
+        specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price)
+    )
+    f_price, f_carbon = window(curves, start, hours, args.forecast)
+    planned_on = with_curves(realised, f_price, f_carbon)
+    params = SolveParams(args.time_limit, args.workers, args.seed)
+    rows, ours = run_policies(realised, planned_on, params, args.policies)
+    run_now, g, oracle = (
+        rows["run_now"]["objective"],
+        rows["gridshift"]["objective"],
+        rows.get("oracle", {}).get("objective"),
+    )
+    result = {
+        "jobs": args.jobs,
+        "regions": args.regions,
+        "start": args.start,
+        "days": args.days,
+        "slots": hours,
+        "objective": args.objective,
+        "forecast": args.forecast,
+        "time_limit_s": args.time_limit,
+        "seed": args.seed,
+        "policies": rows,
+        "lp_bound": ours.best_bound,
+        "gap_pct": ours.gap_pct,
+        "saving_vs_run_now_pct": 100.0 * (run_now - g) / run_now if run_now else None,
+        "saving_captured": (run_now - g) / (run_now - oracle)
+        if oracle is not None and run_now != oracle
+        else None,
+        "gridshift_phases": dict(ours.stats.phases),
+        "gridshift_notes": list(ours.stats.notes),
+    }
+    print(
+        f"Savings: {args.jobs} jobs x {len(args.regions)} regions x {len(hardware)} hardware x {hours} slots "
+        f"from {args.start}, objective={args.objective}, gridshift plans on {args.forecast} curves"
+    )
+    print(
+        f"{'policy':<12} {'cost EUR':>12} {'carbon kg':>12} {'energy kWh':>12} {'misses':>7} {'planned':>8} "
+        f"{'solve s':>8} {'checked':>8}"
+    )
+    for name, r in rows.items():
+        print(
+            f"{name:<12} {r['cost']:>12.2f} {r['carbon_kg']:>12.1f} {r['energy_kwh']:>12.1f} "
+            f"{r['deadline_misses']:>7d} {r['planned']:>8d} {r['solve_s']:>8.2f} {r['checked']!s:>8}"
+        )
+    print(
+        f"lp_bound={result['lp_bound']:.4f} gap_pct={_fmt(result['gap_pct'])} "
+        f"saving_vs_run_now_pct={_fmt(result['saving_vs_run_now_pct'])} "
+        f"saving_captured={_fmt(result['saving_captured'])}"
+    )
+    return result
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else f"{x:.4f}"
+
+
+def scale(args, hardware) -> dict:
+    curves = read_curves(Path(args.data), args.regions, year=int(args.start[:4]))
+    start = start_of(args.start)
+    price, carbon = window(curves, start, args.days * 24, "realised")
+    sizes = [int(x) for x in args.scale.split(",")]
+    limits = (
+        [float(x) for x in args.scale_limits.split(",")]
+        if args.scale_limits
+        else [args.time_limit] * len(sizes)
+    )
+    rows = []
+    print(
+        f"Scale: gridshift, {len(args.regions)} regions x {len(hardware)} hardware x {args.days * 24} slots, "
+        f"objective={args.objective}, {args.workers} workers"
+    )
+    print(
+        f"{'jobs':>8} {'limit s':>8} {'solve s':>8} {'check s':>8} {'status':>9} {'objective':>14} {'bound':>14} "
+        f"{'gap %':>8} {'left out':>8} {'classes':>8} {'options':>9} {'checked':>8}"
+    )
+    for n, limit in zip(sizes, limits, strict=True):
+        specs = generate(n, args.regions, args.seed)
+        pb = build_problem(
+            specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price)
+        )
+        t0 = time.perf_counter()
+        plan = SOLVERS["gridshift"](pb, SolveParams(limit, args.workers, args.seed))
+        solve_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        report = check_plan(pb, plan)
+        check_s = time.perf_counter() - t1
+        row = {
+            "jobs": n,
+            "time_limit_s": limit,
+            "solve_s": round(solve_s, 2),
+            "check_s": round(check_s, 2),
+            "status": str(plan.status),
+            "objective": plan.objective,
+            "lp_bound": plan.best_bound,
+            "gap_pct": plan.gap_pct,
+            "unplanned": len(plan.unplanned),
+            "classes": plan.stats.num_classes,
+            "options": plan.stats.num_options,
+            "checked": report.ok,
+            "phases": dict(plan.stats.phases),
+            "unplanned_reasons": _count(plan),
+        }
+        rows.append(row)
+        print(
+            f"{n:>8d} {limit:>8.0f} {solve_s:>8.2f} {check_s:>8.2f} {row['status']:>9} {plan.objective:>14.2f} "
+            f"{(plan.best_bound or math.nan):>14.2f} {_fmt(plan.gap_pct):>8} {len(plan.unplanned):>8d} "
+            f"{plan.stats.num_classes:>8d} {plan.stats.num_options:>9d} {report.ok!s:>8}"
+        )
+    return {"scale": rows, "regions": args.regions, "days": args.days, "objective": args.objective}
+
+
+def _count(plan: Plan) -> dict:
+    out: dict[str, int] = {}
+    for u in plan.unplanned:
+        out[str(u.reason)] = out.get(str(u.reason), 0) + 1
+    return out
+
+
+def replay(args, hardware) -> dict:
+    """Daily plans over ``--replay-days`` days; each day's jobs are planned over ``--days`` days from that day."""
+    curves = read_curves(Path(args.data), args.regions, year=int(args.start[:4]))
+    first = start_of(args.start)
+    objectives = ["cost", "carbon", "weighted"]
+    totals = {
+        o: {
+            p: {"cost": 0.0, "carbon_kg": 0.0, "deadline_misses": 0, "solve_s": 0.0}
+            for p in ("run_now", "gridshift")
+        }
+        for o in objectives
+    }
+    days_run = 0
+    for d in range(args.replay_days):
+        start = first + timedelta(days=d)
+        price, carbon = window(curves, start, args.days * 24, "realised")
+        if price.isna().all().any() or carbon.isna().all().any():
+            break
+        specs = generate(args.jobs, args.regions, args.seed + d)
+        f_price, f_carbon = window(curves, start, args.days * 24, args.forecast)
+        for o in objectives:
+            realised = build_problem(
+                specs, hardware, price, carbon, start, make_objective(o, args.carbon_price)
+            )
+            planned_on = with_curves(realised, f_price, f_carbon)
+            rows, _ = run_policies(
+                realised,
+                planned_on,
+                SolveParams(args.time_limit, args.workers, args.seed),
+                ["run_now", "gridshift"],
+            )
+            for p, r in rows.items():
+                for k in ("cost", "carbon_kg", "deadline_misses", "solve_s"):
+                    totals[o][p][k] += r[k]
+        days_run += 1
+    print(
+        f"Replay: {days_run} daily plans from {args.start}, {args.jobs} jobs/day, horizon {args.days} d, "
+        f"gridshift on {args.forecast} curves, carbon price {args.carbon_price} EUR/t (weighted)"
+    )
+    print(
+        f"{'objective':<10} {'run_now EUR':>12} {'ours EUR':>12} {'cost %':>8} {'run_now kg':>12} {'ours kg':>12} "
+        f"{'carbon %':>9} {'misses now/ours':>16}"
+    )
+    summary = {}
+    for o in objectives:
+        a, b = totals[o]["run_now"], totals[o]["gridshift"]
+        dc = 100.0 * (b["cost"] - a["cost"]) / a["cost"] if a["cost"] else math.nan
+        dk = 100.0 * (b["carbon_kg"] - a["carbon_kg"]) / a["carbon_kg"] if a["carbon_kg"] else math.nan
+        summary[o] = {
+            "run_now": a,
+            "gridshift": b,
+            "cost_change_pct": dc,
+            "carbon_change_pct": dk,
+            "carbon_above_run_now": dk > 0,
+        }
+        print(
+            f"{o:<10} {a['cost']:>12.0f} {b['cost']:>12.0f} {dc:>8.2f} {a['carbon_kg']:>12.0f} "
+            f"{b['carbon_kg']:>12.0f} {dk:>9.2f} {a['deadline_misses']:>8d}/{b['deadline_misses']:<7d}"
+        )
+        if dk > 0:
+            print(f"  note: optimising {o} raised carbon above run-now by {dk:.2f} %")
+    return {"replay_days": days_run, "jobs_per_day": args.jobs, "horizon_days": args.days, "totals": summary}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=str(DEFAULT_DATA), help="harmonized data folder")
+    ap.add_argument("--regions", default="DE,FR,ES,FI,PL")
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--start", default="2022-03-01")
+    ap.add_argument("--days", type=int, default=4, help="planning horizon [days] (hourly slots)")
+    ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--objective", default="cost", choices=["cost", "carbon", "weighted"])
+    ap.add_argument(
+        "--carbon-price", type=float, default=100.0, help="EUR per tonne for --objective weighted"
+    )
+    ap.add_argument("--forecast", default="realised", choices=["realised", "naive"])
+    ap.add_argument("--policies", default="run_now,best_window,greedy,gridshift,oracle")
+    ap.add_argument(
+        "--catalog", help="JSON list of hardware rows {name, tdp_w, memory_gb, relative_throughput}"
+    )
+    ap.add_argument("--scale", help="comma-separated job counts for the scale table")
+    ap.add_argument("--scale-limits", help="time limit per scale size [s], comma-separated")
+    ap.add_argument("--replay-days", type=int, default=0, help="rolling replay of this many daily plans")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    args.regions = [r.strip() for r in args.regions.split(",") if r.strip()]
+    args.policies = [p.strip() for p in args.policies.split(",")]
+    for p in args.policies:
+        if p not in SOLVERS:
+            ap.error(f"unknown policy {p!r}; valid: {', '.join(SOLVERS)}")
+    for needed in ("run_now", "gridshift"):
+        if needed not in args.policies:
+            args.policies.insert(0, needed)
+    if not Path(args.data).exists():
+        ap.error(f"data folder {args.data} not found (set --data or GRIDSHIFT_SHARED_DATA)")
+    rows = json.loads(Path(args.catalog).read_text()) if args.catalog else CATALOG
+    hardware = hardware_from_dicts(rows)
+    if args.scale:
+        result = scale(args, hardware)
+    elif args.replay_days:
+        result = replay(args, hardware)
+    else:
+        result = savings(args, hardware)
+    if args.json:
+        print(json.dumps(result, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
