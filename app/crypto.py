@@ -37,13 +37,17 @@ def generate_key() -> str:
 
 def _fernets(keys: Sequence[str]) -> list[Fernet]:
     if not keys:
-        raise EncryptionKeyError("no encryption key configured; set GRIDSHIFT_ENCRYPTION_KEYS (gridshift keys generate)")
+        raise EncryptionKeyError(
+            "no encryption key configured; set GRIDSHIFT_ENCRYPTION_KEYS (gridshift keys generate)"
+        )
     out = []
     for i, key in enumerate(keys):
         try:
             out.append(Fernet(key.encode() if isinstance(key, str) else key))
         except (ValueError, TypeError) as exc:
-            raise EncryptionKeyError(f"key #{i + 1} is not a Fernet key (32 url-safe base64-encoded bytes)") from exc
+            raise EncryptionKeyError(
+                f"key #{i + 1} is not a Fernet key (32 url-safe base64-encoded bytes)"
+            ) from exc
     return out
 
 
@@ -62,7 +66,9 @@ def decrypt_json(keys: Sequence[str], token: str) -> dict[str, Any]:
     try:
         raw = keyring(keys).decrypt(token.encode())
     except InvalidToken as exc:
-        raise EncryptionKeyError("stored secrets cannot be decrypted with any configured key", "secrets") from exc
+        raise EncryptionKeyError(
+            "stored secrets cannot be decrypted with any configured key", "secrets"
+        ) from exc
     value = json.loads(raw)
     if not isinstance(value, dict):
         raise EncryptionKeyError("stored secrets are not a JSON object", "secrets")
@@ -74,7 +80,9 @@ def rotate(keys: Sequence[str], token: str) -> str:
     try:
         return keyring(keys).rotate(token.encode()).decode()
     except InvalidToken as exc:
-        raise EncryptionKeyError("stored secrets cannot be decrypted with any configured key", "secrets") from exc
+        raise EncryptionKeyError(
+            "stored secrets cannot be decrypted with any configured key", "secrets"
+        ) from exc
 
 
 def key_index(keys: Sequence[str], token: str) -> int | None:

@@ -19,7 +19,9 @@ def rotate_all(session: Session, keys: tuple[str, ...]) -> int:
     app.crypto.EncryptionKeyError
         When a stored secret opens with none of ``keys`` (nothing is changed then; the message names the cluster).
     """
-    rows = list(session.scalars(select(Cluster).where(Cluster.secrets_encrypted.is_not(None)).order_by(Cluster.name)))
+    rows = list(
+        session.scalars(select(Cluster).where(Cluster.secrets_encrypted.is_not(None)).order_by(Cluster.name))
+    )
     new_tokens = {}
     for row in rows:
         try:
