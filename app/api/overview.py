@@ -23,7 +23,7 @@ class OverviewQuery(Schema):
     hours_ahead = fields.Integer(load_default=48, validate=validate.Range(1, 24 * 14))
 
 
-class SeriesOut(Schema):
+class OverviewSeriesOut(Schema):
     kind = fields.String()
     unit = fields.String()
     realised_ts = fields.List(fields.DateTime(format="iso"))
@@ -36,30 +36,30 @@ class SeriesOut(Schema):
     issued_at = fields.DateTime(format="iso", allow_none=True)
 
 
-class GpuOut(Schema):
+class OverviewGpuOut(Schema):
     hardware = fields.String()
     inventory = fields.Integer()
     in_use_now = fields.Integer()
     peak_planned = fields.Integer()
 
 
-class RegionOut(Schema):
+class OverviewRegionOut(Schema):
     code = fields.String()
     name = fields.String()
     zone = fields.String()
     timezone = fields.String()
     power_budget_kw = fields.Float()
-    series = fields.List(fields.Nested(SeriesOut))
+    series = fields.List(fields.Nested(OverviewSeriesOut))
     slots = fields.List(fields.DateTime(format="iso"))
     planned_kw = fields.List(fields.Float())
     budget_kw = fields.List(fields.Float())
-    gpus = fields.List(fields.Nested(GpuOut))
+    gpus = fields.List(fields.Nested(OverviewGpuOut))
 
 
 class OverviewOut(Schema):
     now = fields.DateTime(format="iso")
     tenant = fields.String()
-    regions = fields.List(fields.Nested(RegionOut))
+    regions = fields.List(fields.Nested(OverviewRegionOut))
 
 
 @blp.route("")

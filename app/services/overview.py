@@ -106,13 +106,13 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
         .order_by(Region.code)
     ))
     plan_id = session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
-    assignments: list[tuple[Assignment, int]] = []
+    assignments: list[Any] = []
     if plan_id is not None:
         assignments = list(session.execute(
             select(Assignment, Job.gpu_count).join(Job, Job.id == Assignment.job_id)
             .where(Assignment.plan_id == plan_id, Assignment.end_at > start, Assignment.start_at < end)
             .options(selectinload(Assignment.hardware_type))
-        ).tuples())
+        ).all())
     load: dict[int, list[float]] = defaultdict(lambda: [0.0] * len(slots))
     in_use: dict[tuple[int, str], int] = defaultdict(int)
     peak: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0] * len(slots))

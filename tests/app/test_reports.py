@@ -79,7 +79,7 @@ def test_metered_run_replaces_the_plan_in_report_and_receipt(client, session, tw
 
 
 def test_receipt_before_planning_and_for_other_tenants(client, session, two_tenants, now):
-    tokens, a, b = two_tenants
+    tokens, _a, b = two_tenants
     fresh = submit(session, "team-a", now, 1)[0]
     r = client.get(f"/api/v1/jobs/{fresh}/receipt", headers=auth(tokens["a"])).json
     assert r["basis"] is None and r["state"] == "pending"

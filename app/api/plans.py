@@ -1,0 +1,220 @@
+"""Plans: the current plan for the Gantt view, a what-if preview of one job, and a manual re-plan.
+
+A tenant sees only its own jobs' assignments and unplanned entries; per-region totals over every tenant are
+aggregates without job details. An operator admin sees every assignment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask_smorest import Blueprint
+from marshmallow import Schema, fields
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, selectinload
+
+from app import extensions
+from app.api import principal
+from app.api.access import operator, writer
+from app.api.schemas import JobIn
+from app.db import utcnow
+from app.errors import NotFound, ServiceError
+from app.models import Assignment, Job, Plan, Region, UnplannedJob
+from app.services import audit, jobs
+from app.services.auth import Principal
+from app.services.fleet import snapshot
+
+blp = Blueprint("plans", __name__, url_prefix="/api/v1/plans", description="Plans, previews and re-planning")
+
+
+class AssignmentOut(Schema):
+    job_id = fields.Integer()
+    job_name = fields.String()
+    region = fields.String()
+    hardware = fields.String()
+    gpu_count = fields.Integer()
+    start_at = fields.DateTime(format="iso")
+    end_at = fields.DateTime(format="iso")
+    chunks = fields.List(fields.List(fields.String()), allow_none=True)
+    energy_kwh = fields.Float()
+    cost = fields.Float()
+    currency = fields.String()
+    carbon_kg = fields.Float()
+    run_now_energy_kwh = fields.Float(allow_none=True)
+    run_now_cost = fields.Float(allow_none=True)
+    run_now_carbon_kg = fields.Float(allow_none=True)
+
+
+class UnplannedOut(Schema):
+    job_id = fields.Integer()
+    job_name = fields.String()
+    reason = fields.String()
+    detail = fields.String()
+
+
+class RegionTotalOut(Schema):
+    region = fields.String()
+    jobs = fields.Integer()
+    energy_kwh = fields.Float()
+    cost = fields.Float()
+    carbon_kg = fields.Float()
+
+
+class PlanOut(Schema):
+    id = fields.Integer()
+    created_at = fields.DateTime(format="iso")
+    horizon_start = fields.DateTime(format="iso")
+    horizon_end = fields.DateTime(format="iso")
+    slot_minutes = fields.Integer()
+    objective = fields.String()
+    solver = fields.String()
+    trigger = fields.String()
+    status = fields.String()
+    objective_value = fields.Float(allow_none=True)
+    best_bound = fields.Float(allow_none=True)
+    gap_pct = fields.Float(allow_none=True)
+    assignments = fields.List(fields.Nested(AssignmentOut))
+    unplanned = fields.List(fields.Nested(UnplannedOut))
+    region_totals = fields.List(fields.Nested(RegionTotalOut), metadata={"description": "every tenant, aggregated"})
+
+
+class PreviewFiguresOut(Schema):
+    region = fields.String(allow_none=True)
+    hardware = fields.String(allow_none=True)
+    start_at = fields.DateTime(format="iso", allow_none=True)
+    end_at = fields.DateTime(format="iso", allow_none=True)
+    energy_kwh = fields.Float(allow_none=True)
+    cost = fields.Float(allow_none=True)
+    carbon_kg = fields.Float(allow_none=True)
+
+
+class PreviewOut(Schema):
+    feasible = fields.Boolean()
+    reason = fields.String(allow_none=True)
+    currency = fields.String()
+    planned = fields.Nested(PreviewFiguresOut, allow_none=True)
+    run_now = fields.Nested(PreviewFiguresOut, allow_none=True)
+    saving_cost = fields.Float(allow_none=True)
+    saving_carbon_kg = fields.Float(allow_none=True)
+    note = fields.String(allow_none=True)
+
+
+def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
+    """The plan as the caller may see it."""
+    everyone = p.is_operator and p.role == "admin"
+    q = (
+        select(Assignment, Job.name, Job.gpu_count)
+        .join(Job, Job.id == Assignment.job_id)
+        .where(Assignment.plan_id == plan.id)
+        .options(selectinload(Assignment.region), selectinload(Assignment.hardware_type))
+        .order_by(Assignment.start_at, Assignment.id)
+    )
+    uq = (select(UnplannedJob, Job.name).join(Job, Job.id == UnplannedJob.job_id)
+          .where(UnplannedJob.plan_id == plan.id).order_by(UnplannedJob.job_id))
+    if not everyone:
+        q = q.where(Job.tenant_id == p.tenant_id)
+        uq = uq.where(Job.tenant_id == p.tenant_id)
+    assignments = [
+        {"job_id": a.job_id, "job_name": name, "region": a.region.code, "hardware": a.hardware_type.code,
+         "gpu_count": gpus, "start_at": a.start_at, "end_at": a.end_at, "chunks": a.chunks,
+         "energy_kwh": a.energy_kwh, "cost": a.cost, "currency": a.currency, "carbon_kg": a.carbon_kg,
+         "run_now_energy_kwh": a.run_now_energy_kwh, "run_now_cost": a.run_now_cost,
+         "run_now_carbon_kg": a.run_now_carbon_kg}
+        for a, name, gpus in session.execute(q)
+    ]
+    unplanned = [{"job_id": u.job_id, "job_name": name, "reason": u.reason, "detail": u.detail}
+                 for u, name in session.execute(uq)]
+    totals = [
+        {"region": code, "jobs": n, "energy_kwh": e or 0.0, "cost": c or 0.0, "carbon_kg": k or 0.0}
+        for code, n, e, c, k in session.execute(
+            select(Region.code, func.count(Assignment.id), func.sum(Assignment.energy_kwh), func.sum(Assignment.cost),
+                   func.sum(Assignment.carbon_kg))
+            .join(Region, Region.id == Assignment.region_id)
+            .where(Assignment.plan_id == plan.id).group_by(Region.code).order_by(Region.code)
+        )
+    ]
+    return {
+        "id": plan.id, "created_at": plan.created_at, "horizon_start": plan.horizon_start,
+        "horizon_end": plan.horizon_end, "slot_minutes": plan.slot_minutes, "objective": plan.objective,
+        "solver": plan.solver, "trigger": plan.trigger, "status": plan.status.value,
+        "objective_value": plan.objective_value, "best_bound": plan.best_bound, "gap_pct": plan.gap_pct,
+        "assignments": assignments, "unplanned": unplanned, "region_totals": totals,
+    }
+
+
+def current_plan(session: Session) -> Plan:
+    plan = session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
+    if plan is None:
+        raise NotFound("current plan")
+    return plan
+
+
+def _planning() -> Any:
+    try:
+        from app.services import planning
+    except ImportError as exc:  # the optimizer's service is not installed in this build
+        raise ServiceError("the planning service is not available", status=503, title="Service unavailable") from exc
+    return planning
+
+
+@blp.route("/current")
+@blp.response(200, PlanOut)
+def get_current() -> Any:
+    """The current plan: the caller's assignments (all of them for an operator admin) and per-region totals."""
+    session = extensions.db_session()
+    return plan_view(session, principal(), current_plan(session))
+
+
+@blp.route("", methods=["POST"])
+@blp.response(201, PlanOut)
+def replan() -> Any:
+    """Re-plan the fleet now (operator admin). Jobs that have not started may move."""
+    p = operator()
+    session = extensions.db_session()
+    settings = extensions.settings()
+    _planning().plan_fleet(session, settings, now=utcnow(), horizon_hours=settings.horizon_hours,
+                           objective=settings.objective, trigger="manual")
+    audit.record(session, p, "plan.replan", "plan", None, trigger="manual")
+    session.commit()
+    return plan_view(session, p, current_plan(session))
+
+
+@blp.route("/preview", methods=["POST"])
+@blp.arguments(JobIn)
+@blp.response(200, PreviewOut)
+def preview(data: dict[str, Any]) -> Any:
+    """Where and when the job would run, and its energy, cost and CO2, against running it now. Stores nothing."""
+    writer()
+    session = extensions.db_session()
+    now = utcnow()
+    rows = jobs.validate_batch([data], snapshot(session), now, prefix="")  # same checks and errors as submit
+    fields_ = rows[0]
+    result = _planning().preview_job(session, extensions.settings(), fields_, now)
+    session.rollback()  # a preview never writes
+    return _preview_body(result)
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _preview_body(result: Any) -> dict[str, Any]:
+    """The planning service's preview in this API's shape."""
+    planned, run_now = _get(result, "planned"), _get(result, "run_now")
+
+    def figures(f: Any) -> dict[str, Any] | None:
+        if f is None:
+            return None
+        return {k: _get(f, k) for k in ("region", "hardware", "start_at", "end_at", "energy_kwh", "cost", "carbon_kg")}
+
+    body = {"feasible": planned is not None, "reason": _get(result, "reason"),
+            "currency": _get(result, "currency", extensions.settings().reporting_currency),
+            "planned": figures(planned), "run_now": figures(run_now), "note": _get(result, "note")}
+    if planned is not None and run_now is not None:
+        body["saving_cost"] = _get(run_now, "cost") - _get(planned, "cost")
+        body["saving_carbon_kg"] = _get(run_now, "carbon_kg") - _get(planned, "carbon_kg")
+    return body

@@ -1,0 +1,107 @@
+"""The plan view (Gantt data), the preview endpoint's validation and the fleet overview aggregates."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from app.enums import ForecastRunStatus, Role, SeriesKind
+from app.models import ForecastPoint, ForecastRun, MarketSeries
+from app.services import fleet, overview
+from tests.app.test_reports_support import Planned, make_plan, submit
+from tests.conftest import job_payload, make_token
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def planned(session, small_fleet, now):
+    tokens = {"a": make_token(session, "team-a"), "b": make_token(session, "team-b"),
+              "ops": make_token(session, "ops", Role.ADMIN, operator=True)}
+    a = submit(session, "team-a", now, 1)
+    b = submit(session, "team-b", now, 1)
+    make_plan(session, now, [
+        Planned(a[0], "de", "h100", now + timedelta(hours=2), 2, 100.0, 10.0, 40.0, 15.0, 50.0),
+        Planned(b[0], "de", "a100", now + timedelta(hours=1), 3, 60.0, 5.0, 20.0, 6.0, 25.0),
+    ])
+    return tokens, a, b
+
+
+def test_no_plan_yet_is_a_clear_404(client, session, small_fleet):
+    token = make_token(session, "team-a")
+    resp = client.get("/api/v1/plans/current", headers=auth(token))
+    assert resp.status_code == 404 and "current plan" in resp.json["detail"]
+
+
+def test_plan_view_shows_own_jobs_and_only_aggregates_of_others(client, planned):
+    tokens, a, b = planned
+    body = client.get("/api/v1/plans/current", headers=auth(tokens["a"])).json
+    assert [x["job_id"] for x in body["assignments"]] == [a[0]]
+    assert body["assignments"][0]["region"] == "de" and body["assignments"][0]["gpu_count"] == 4
+    assert "team-b" not in str(body)
+    totals = {t["region"]: t for t in body["region_totals"]}
+    assert totals["de"]["jobs"] == 2 and totals["de"]["energy_kwh"] == pytest.approx(160.0)
+    ops = client.get("/api/v1/plans/current", headers=auth(tokens["ops"])).json
+    assert sorted(x["job_id"] for x in ops["assignments"]) == sorted([a[0], b[0]])
+
+
+def test_only_an_operator_admin_may_replan(client, planned):
+    tokens, _a, _b = planned
+    assert client.post("/api/v1/plans", json={}, headers=auth(tokens["a"])).status_code == 403
+
+
+def test_preview_rejects_bad_fields_like_submit(client, session, planned, now):
+    tokens, _a, _b = planned
+    body = job_payload(now, gpu_count=1000)
+    resp = client.post("/api/v1/plans/preview", json=body, headers=auth(tokens["a"]))
+    assert resp.status_code == 422
+    assert [e["field"] for e in resp.json["errors"]] == ["gpu_count"]
+    ro = make_token(session, "team-a", Role.READONLY)
+    assert client.post("/api/v1/plans/preview", json=job_payload(now), headers=auth(ro)).status_code == 403
+
+
+def test_overview_power_budget_and_gpus_in_use(session, planned, now):
+    fleet.add_override(session, "de", now + timedelta(hours=3), now + timedelta(hours=4), 100.0, "test")
+    session.commit()
+    at = now + timedelta(hours=2, minutes=30)  # team-a's job (4 x h100) and team-b's (4 x a100) both run
+    views = {r.code: r for r in overview.regions_overview(session, at, hours_back=3, hours_ahead=5)}
+    de = views["de"]
+    slot = {t: i for i, t in enumerate(de.slots)}
+    h2, h3 = slot[now + timedelta(hours=2)], slot[now + timedelta(hours=3)]
+    # 100 kWh over 2 h = 50 kW, plus 60 kWh over 3 h = 20 kW.
+    assert de.planned_kw[h2] == pytest.approx(70.0) and de.planned_kw[h3] == pytest.approx(70.0)
+    assert de.planned_kw[slot[now]] == 0
+    assert de.budget_kw[h3] == 100.0 and de.budget_kw[h2] == 500.0
+    gpus = {g["hardware"]: g for g in de.gpus}
+    assert gpus["h100"]["in_use_now"] == 4 and gpus["a100"]["in_use_now"] == 4 and gpus["h100"]["inventory"] == 16
+    assert views["fi"].planned_kw == [0.0] * 8
+
+
+def test_overview_series_realised_until_now_and_forecast_interval(session, planned, now):
+    for h in range(-3, 4):
+        session.add(MarketSeries(zone="DE", kind=SeriesKind.PRICE, ts=now + timedelta(hours=h), value=100.0 + h,
+                                 unit="EUR/MWh", source="test"))
+    run = ForecastRun(zone="DE", kind=SeriesKind.PRICE, model="seasonal_naive", issued_at=now - timedelta(hours=1),
+                      status=ForecastRunStatus.SUCCEEDED)
+    run.points = [ForecastPoint(ts=now + timedelta(hours=h), value=99.0 + h, quantiles={"0.1": 90.0 + h, "0.9": 110.0 + h})
+                  for h in range(0, 4)]
+    failed = ForecastRun(zone="DE", kind=SeriesKind.PRICE, model="broken", issued_at=now,
+                         status=ForecastRunStatus.FAILED)
+    failed.points = [ForecastPoint(ts=now + timedelta(hours=1), value=-1.0)]
+    session.add_all([run, failed])
+    session.commit()
+    de = next(r for r in overview.regions_overview(session, now, hours_back=3, hours_ahead=4) if r.code == "de")
+    price = next(s for s in de.series if s.kind == "price")
+    assert price.realised == [97.0, 98.0, 99.0, 100.0]  # nothing after now counts as realised
+    assert price.forecast == [99.0, 100.0, 101.0, 102.0]  # the failed run's points are not shown
+    assert price.lower[1] == 91.0 and price.upper[1] == 111.0 and price.model == "seasonal_naive"
+
+
+def test_overview_api_has_no_job_details(client, planned):
+    tokens, _a, _b = planned
+    body = client.get("/api/v1/overview?hours_back=2&hours_ahead=4", headers=auth(tokens["a"])).json
+    assert {r["code"] for r in body["regions"]} == {"de", "fi"}
+    assert "team-b" not in str(body) and "job" not in str(body).lower()

@@ -1,0 +1,57 @@
+// One job: its request, plan, run, receipt and state timeline.
+"use strict";
+(async () => {
+  const $ = (id) => document.getElementById(id);
+  const id = $("job").dataset.jobId;
+  const kv = (pairs) => pairs.map(([k, v]) => `<dt>${GS.esc(k)}</dt><dd>${v}</dd>`).join("");
+  async function load() {
+    let job, events, receipt;
+    try {
+      [job, events, receipt] = await GS.busy("Loading the job", () => Promise.all([
+        GS.api("GET", `/api/v1/jobs/${id}`), GS.api("GET", `/api/v1/jobs/${id}/events`),
+        GS.api("GET", `/api/v1/jobs/${id}/receipt`)]));
+    } catch (err) {
+      $("job-fields").innerHTML = `<dd class="error">${GS.esc(err.describe ? err.describe() : err)}</dd>`;
+      return;
+    }
+    $("job-title").textContent = `#${job.id} ${job.name}`;
+    $("job-state").className = `state ${job.state}`;
+    $("job-state").textContent = job.state;
+    $("job-fields").innerHTML = kv([
+      ["Workload", GS.esc(job.workload_class)], ["GPUs", job.gpu_count],
+      ["Work", job.reference_gpu_hours ? `${GS.num(job.reference_gpu_hours, 1)} GPU-h on ${GS.esc(job.reference_hardware)}` : GS.esc(JSON.stringify(job.durations_minutes))],
+      ["Release", GS.fmtTime(job.release_at)], ["Deadline", GS.fmtTime(job.deadline_at)],
+      ["Regions", GS.esc((job.allowed_regions || ["any"]).join(", "))], ["Hardware", GS.esc((job.allowed_hardware || ["any"]).join(", "))],
+      ["Home region", GS.esc(job.home_region || "—")], ["Interruptible", job.interruptible ? "yes" : "no"],
+      ["Command", `<code>${GS.esc(job.command || "—")}</code>`],
+    ]);
+    const r = receipt;
+    $("job-plan").innerHTML = kv([
+      ["Region", GS.esc(r.region || "not planned yet")], ["Hardware", GS.esc(r.hardware || "—")],
+      ["Start", GS.fmtTime(r.start_at)], ["End", GS.fmtTime(r.end_at)],
+      ["Runtime job id", `<code id="runtime-id">${GS.esc(r.runtime_job_id || "—")}</code>`],
+      ["Run state", GS.esc(r.run_state || "—")],
+      ["Metered energy", r.metered_energy_kwh === null || r.metered_energy_kwh === undefined ? "—"
+        : `${GS.num(r.metered_energy_kwh, 3)} kWh (${GS.esc(r.energy_source || "")})`],
+      ["Planned energy", r.planned_energy_kwh === null || r.planned_energy_kwh === undefined ? "—" : `${GS.num(r.planned_energy_kwh, 1)} kWh`],
+    ]);
+    const cur = GS.esc(r.currency);
+    $("receipt").innerHTML = r.basis === null ? '<p class="muted" id="receipt-empty">No receipt yet: the job has not been planned.</p>' :
+      `<p class="muted">Basis: <b id="receipt-basis">${GS.esc(r.basis)}</b></p><div class="scroll"><table class="grid side" id="receipt-table">
+      <thead><tr><th></th><th>This job</th><th>Run now</th><th>Saving</th></tr></thead><tbody>
+      <tr><th>Energy kWh</th><td>${GS.num(r.actual.energy_kwh, 2)}</td><td>${GS.num(r.run_now.energy_kwh, 2)}</td><td></td></tr>
+      <tr><th>Cost ${cur}</th><td>${GS.num(r.actual.cost, 2)}</td><td>${GS.num(r.run_now.cost, 2)}</td><td>${GS.num(r.saving_cost, 2)}</td></tr>
+      <tr><th>CO2 kg (location)</th><td>${GS.num(r.actual.carbon_kg, 2)}</td><td>${GS.num(r.run_now.carbon_kg, 2)}</td><td>${GS.num(r.saving_carbon_kg, 2)}</td></tr>
+      ${r.carbon_market_kg === null || r.carbon_market_kg === undefined ? "" : `<tr><th>CO2 kg (market)</th><td>${GS.num(r.carbon_market_kg, 2)}</td><td></td><td></td></tr>`}
+      </tbody></table></div>`;
+    $("timeline").innerHTML = events.map((e) => `<li><b>${GS.esc(e.state)}</b> ${GS.fmtTime(e.at)} <span class="muted">${GS.esc(e.message)}</span></li>`).join("");
+    const terminal = ["succeeded", "failed", "cancelled", "lost", "unschedulable"];
+    $("cancel-btn").hidden = terminal.includes(job.state);
+  }
+  $("cancel-btn").addEventListener("click", async () => {
+    if (!confirm("Cancel this job?")) return;
+    try { await GS.busy("Cancelling", () => GS.api("POST", `/api/v1/jobs/${id}/cancel`)); } catch (err) { alert(err.describe ? err.describe() : err); }
+    load();
+  });
+  load();
+})();
