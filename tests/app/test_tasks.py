@@ -1,0 +1,189 @@
+"""Celery tasks in-process (eager) on the embedded default: the full path, re-plan triggers, cleanup, config."""
+
+from __future__ import annotations
+
+import sys
+import types
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from app.celery_app import celery_config
+from app.config import Settings
+from app.enums import JobState, RunState
+from app.models import Job
+from app.schedule import beat_schedule
+from app.services import auth, dispatch_maintenance
+from app.tasks import dispatch as dispatch_tasks
+from app.tasks import maintenance, planning
+from tests.app.test_dispatch_support import (
+    add_job,
+    add_local_clusters,
+    add_market,
+    runs_of,
+    utcnow,
+    wait_for,
+    write_plan,
+)
+from tests.conftest import job_payload, make_token
+
+
+@pytest.fixture
+def eager(app):
+    celery = app.extensions["celery"]
+    celery.conf.task_always_eager = True
+    celery.conf.task_eager_propagates = True
+    yield celery
+    celery.conf.task_always_eager = False
+
+
+@pytest.fixture
+def fake_planner(monkeypatch):
+    """Stands in for app.services.planning.plan_fleet (the optimizer engineer's) and records its calls."""
+    calls: list[dict] = []
+    module = types.ModuleType("app.services.planning")
+
+    def plan_fleet(session, settings, *, now, horizon_hours, objective, trigger):
+        calls.append(dict(now=now, horizon_hours=horizon_hours, objective=objective, trigger=trigger))
+        return types.SimpleNamespace(plan_id=len(calls), status="optimal")
+
+    module.plan_fleet = plan_fleet  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "app.services.planning", module)
+    return calls
+
+
+def test_submitted_job_is_dispatched_runs_and_shows_its_energy(app, client, session, small_fleet, tmp_path, eager):
+    add_local_clusters(session, tmp_path)
+    add_market(session, "DE", price_per_mwh=80.0, carbon_g_per_kwh=300.0)
+    token = make_token(session, "team-a")
+    now = utcnow()
+    body = job_payload(now, gpu_count=2, command="sleep 0.3; echo trained", allowed_regions=["de"])
+    created = client.post("/api/v1/jobs", json=body, headers={"Authorization": f"Bearer {token}"})
+    assert created.status_code == 201, created.json
+    job_id = created.json["id"]
+    write_plan(session, [(job_id, "de", "h100", now, 60)])  # what plan_fleet stores (tested by its owner)
+
+    with app.app_context():
+        ticked = dispatch_tasks.tick.delay().get()
+    assert len(ticked["claimed"]) == 1
+
+    def synced():
+        with app.app_context():
+            return dispatch_tasks.sync.delay().get()["succeeded"]
+
+    wait_for(synced)
+    (run,) = runs_of(session, job_id)
+    assert run.state == RunState.SUCCEEDED and run.energy_kwh > 0 and run.cost > 0 and run.carbon_kg > 0
+    events = client.get(f"/api/v1/jobs/{job_id}/events", headers={"Authorization": f"Bearer {token}"}).json
+    states = [e["state"] for e in events]
+    assert states[:3] == ["pending", "planned", "dispatching"] or states[:2] == ["pending", "dispatching"]
+    assert states[-1] == "succeeded" and "kWh" in events[-1]["message"]
+
+
+def test_undispatchable_job_triggers_a_replan(app, session, small_fleet, eager, fake_planner):
+    tenant = auth.create_tenant(session, "team-a")
+    session.commit()
+    job = add_job(session, tenant.id)
+    write_plan(session, [(job.id, "fi", "a100", utcnow(), 30)])  # fi has no cluster in this test
+    with app.app_context():
+        out = dispatch_tasks.tick.delay().get()
+    assert out["failed_jobs"] == [job.id]
+    assert [c["trigger"] for c in fake_planner] == ["dispatch-failure"]
+    session.expire_all()
+    job = session.get(Job, job.id)
+    assert job.state == JobState.PENDING and job.allowed_regions == ["de"]
+
+
+def test_sync_after_failure_requests_replan(app, session, small_fleet, tmp_path, eager, fake_planner):
+    add_local_clusters(session, tmp_path)
+    tenant = auth.create_tenant(session, "team-a")
+    session.commit()
+    job = add_job(session, tenant.id, command="exit 7")
+    write_plan(session, [(job.id, "fi", "a100", utcnow(), 30)])
+    with app.app_context():
+        dispatch_tasks.tick.delay().get()
+
+    def failed():
+        with app.app_context():
+            return dispatch_tasks.sync.delay().get()["failed"]
+
+    wait_for(failed)
+    assert fake_planner and fake_planner[-1]["trigger"] == "run-failure"
+    session.expire_all()
+    job = session.get(Job, job.id)
+    assert job.state == JobState.PENDING and job.allowed_regions == ["de"]
+
+
+def test_plan_tasks_call_plan_fleet_with_settings(app, settings, eager, fake_planner):
+    with app.app_context():
+        nightly = planning.nightly.delay().get()
+        replan = planning.replan.delay(trigger="forecast").get()
+    assert [c["trigger"] for c in fake_planner] == ["nightly", "forecast"]
+    assert fake_planner[0]["horizon_hours"] == settings.horizon_hours
+    assert fake_planner[0]["objective"] == settings.objective
+    assert nightly["plan_id"] == 1 and replan["status"] == "optimal"
+
+
+def test_cleanup_removes_delivered_broker_rows_and_old_run_dirs(app, session, settings, small_fleet, tmp_path, eager):
+    dirs = add_local_clusters(session, tmp_path)
+    tenant = auth.create_tenant(session, "team-a")
+    session.commit()
+    job = add_job(session, tenant.id, command="true")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    with app.app_context():
+        dispatch_tasks.tick.delay().get()
+    wait_for(lambda: dispatch_tasks_sync(app)["succeeded"])
+    (run,) = runs_of(session, job.id)
+    run_dir = tmp_path / "de-runtime" / "runs" / run.run_key
+    assert run_dir.is_dir() and dirs["de"]
+    run.finished_at = utcnow() - dispatch_maintenance.RUN_SCRATCH_KEEP - timedelta(hours=1)
+    session.commit()
+
+    broker = create_engine(settings.effective_broker_url.removeprefix("sqla+"))
+    with broker.begin() as conn:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS kombu_message (id INTEGER PRIMARY KEY, visible BOOLEAN, "
+                          "timestamp DATETIME, payload TEXT, version SMALLINT, queue_id INTEGER)"))  # fmt: skip
+        conn.execute(text("DELETE FROM kombu_message"))
+        old = (utcnow() - timedelta(hours=3)).astimezone().replace(tzinfo=None)
+        conn.execute(text("INSERT INTO kombu_message (visible, timestamp, payload, version) VALUES "
+                          "(0, :old, 'delivered', 1), (1, :old, 'waiting', 1), (0, :new, 'just delivered', 1)"),
+                     {"old": old, "new": utcnow().astimezone().replace(tzinfo=None)})  # fmt: skip
+    with app.app_context():
+        out = maintenance.cleanup.delay().get()
+    assert out == {"broker_messages": 1, "run_dirs": 1}
+    assert not run_dir.exists()
+    with broker.connect() as conn:
+        left = sorted(conn.execute(text("SELECT payload FROM kombu_message")).scalars())
+    broker.dispose()
+    assert left == ["just delivered", "waiting"]
+
+
+def dispatch_tasks_sync(app) -> dict:
+    with app.app_context():
+        return dispatch_tasks.sync.delay().get()
+
+
+def test_celery_settings_bring_back_a_crashed_workers_message_quickly():
+    cfg = celery_config(Settings(broker_url="redis://127.0.0.1:6379/1", visibility_timeout_s=45))
+    assert cfg["task_acks_late"] and cfg["task_reject_on_worker_lost"] and cfg["worker_prefetch_multiplier"] == 1
+    opts = cfg["broker_transport_options"]
+    assert opts == {"visibility_timeout": 45, "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
+    assert celery_config(Settings())["broker_transport_options"] == {}  # the SQLAlchemy transport takes none
+
+
+def test_retry_countdowns_never_exceed_the_visibility_timeout():
+    for vt in (4, 10, 60, 3600):
+        waits = [dispatch_tasks.retry_countdown_s(n, vt) for n in range(dispatch_tasks.SUBMIT_MAX_RETRIES + 1)]
+        assert all(0 < w < vt for w in waits) and waits == sorted(waits)
+
+
+def test_every_scheduled_task_is_registered(app):
+    celery = app.extensions["celery"]
+    names = {entry["task"] for entry in beat_schedule(Settings()).values()}
+    ours = {n for n in names if n.startswith(("gridshift.dispatch", "gridshift.plan", "gridshift.maintenance"))}
+    assert ours == {"gridshift.dispatch.tick", "gridshift.dispatch.sync", "gridshift.plan.nightly",
+                    "gridshift.plan.replan", "gridshift.maintenance.cleanup"}  # fmt: skip
+    assert ours <= set(celery.tasks) and "gridshift.dispatch.submit" in celery.tasks
+    tick = beat_schedule(Settings())["dispatch-tick"]
+    assert tick["options"]["expires"] <= Settings().visibility_timeout_s  # no message outlives redelivery
