@@ -136,7 +136,9 @@ class RayConnector:
                 RunStatus.PENDING,
                 RunStatus.RUNNING,
             ):
-                meta = job.metadata or {}  # JobDetails does not echo entrypoint_resources; submit records them
+                meta = (
+                    job.metadata or {}
+                )  # JobDetails does not echo entrypoint_resources; submit records them
                 if meta.get("gpu_resource"):
                     hw = self.hardware_of.get(meta["gpu_resource"], meta["gpu_resource"].lower())
                     used[hw] = used.get(hw, 0) + int(meta.get("gpu_count", 0))

@@ -8,10 +8,25 @@ from pathlib import Path
 import pytest
 
 from connectors import ClusterConnector, get_connector
+from tests.connectors.fake_k8s import FakeKubernetes
 from tests.runtimes.fixtures import ray_head, slurm_clusters  # noqa: F401 - fixtures
 
-#: Kinds the contract test runs against: the local runtime, Slurm through its CLI and slurmrestd, Ray.
-CONTRACT_KINDS = ["local", "slurm-cli", "slurm-rest", "ray"]
+#: Kinds the contract test runs against: the local runtime, Slurm through its CLI and slurmrestd, Ray (all
+#: real runtimes on loopback) and Kubernetes against the fake API server (no real one can run here).
+CONTRACT_KINDS = ["local", "slurm-cli", "slurm-rest", "ray", "kubernetes-fake"]
+
+FAKE_K8S_NODES = [
+    {
+        "name": "gpu-h100-1",
+        "labels": {"gridshift.io/hardware-type": "h100"},
+        "allocatable": {"nvidia.com/gpu": 4},
+    },
+    {
+        "name": "gpu-a100-1",
+        "labels": {"gridshift.io/hardware-type": "a100"},
+        "allocatable": {"nvidia.com/gpu": 2},
+    },
+]
 
 
 @pytest.fixture(params=CONTRACT_KINDS)
@@ -27,6 +42,17 @@ def connector(
     elif kind.startswith("slurm"):
         clusters = request.getfixturevalue("slurm_clusters")
         yield get_connector("slurm", clusters["gs-eu"].connector_config(kind.split("-")[1]))
-    else:
+    elif kind == "ray":
         head = request.getfixturevalue("ray_head")
         yield get_connector("ray", head.connector_config())
+    else:
+        fake = request.getfixturevalue("fake_k8s")
+        yield get_connector("kubernetes", {"host": fake.url, "token": "test-token", "namespace": "gridshift"})
+
+
+@pytest.fixture
+def fake_k8s() -> Iterator[FakeKubernetes]:
+    """The fake Kubernetes API server (no real one runs here) with an H100 node and an A100 node."""
+    fake = FakeKubernetes(FAKE_K8S_NODES).start()
+    yield fake
+    fake.stop()
