@@ -1,0 +1,92 @@
+"""Slurm specifics: state and GRES parsing, the second region's hardware types, racing submitters, errors."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from connectors import ConnectorError, JobSpec, RunStatus, get_connector
+from connectors.slurm import map_state, parse_gres
+from tests.runtimes.slurm import SlurmCluster
+
+
+def test_map_state_covers_terminal_and_live_states() -> None:
+    assert map_state("COMPLETED") is RunStatus.SUCCEEDED
+    assert map_state("CANCELLED by 0") is RunStatus.CANCELLED
+    assert map_state("TIMEOUT") is RunStatus.FAILED
+    assert map_state("NODE_FAIL") is RunStatus.FAILED
+    assert map_state("COMPLETING") is RunStatus.RUNNING
+    assert map_state("PENDING") is RunStatus.PENDING
+    assert map_state("") is RunStatus.UNKNOWN
+
+
+def test_parse_gres_reads_config_and_usage_strings() -> None:
+    assert parse_gres("gpu:h100:4(S:0-1),gpu:a100:2") == {"h100": 4, "a100": 2}
+    assert parse_gres("gpu:h100:1(IDX:0),gpu:a100:0(IDX:N/A)") == {"h100": 1, "a100": 0}
+    assert parse_gres("(null)") == {}
+
+
+@pytest.mark.parametrize("mode", ["cli", "rest"])
+def test_second_region_maps_its_gres_types_to_hardware_codes(slurm_clusters: dict[str, SlurmCluster],
+                                                             mode: str) -> None:  # fmt: skip
+    us = slurm_clusters["gs-us"]
+    config = us.connector_config(mode) | {"gres_types": {"h200": "h200", "l40s-48g": "l40s"}}
+    connector = get_connector("slurm", config)
+    capacity = connector.capacity()
+    assert capacity.gpus_total == {"h200": 2, "l40s-48g": 4}
+    spec = JobSpec(run_key=f"gs-us-{mode}-{time.time_ns() % 10**9}", name="us", hardware="l40s-48g", gpu_count=3,
+                   command='echo "gpus=$CUDA_VISIBLE_DEVICES"; sleep 2')  # fmt: skip
+    job_id = connector.submit(spec)
+    deadline = time.monotonic() + 30
+    while connector.poll(job_id).status is not RunStatus.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert connector.capacity().gpus_free["l40s-48g"] == 1
+    eu = get_connector("slurm", slurm_clusters["gs-eu"].connector_config(mode))
+    assert eu.find(spec.run_key) is None  # regions are separate clusters
+    connector.cancel(job_id)
+
+
+def test_racing_submitters_leave_exactly_one_job(slurm_clusters: dict[str, SlurmCluster]) -> None:
+    cluster = slurm_clusters["gs-eu"]
+    workers = [get_connector("slurm", cluster.connector_config("cli")) for _ in range(4)]
+    spec = JobSpec(run_key=f"gs-race-{time.time_ns() % 10**9}", name="race", command="sleep 1", hardware="h100",
+                   gpu_count=1)  # fmt: skip
+    with ThreadPoolExecutor(4) as pool:
+        ids = list(pool.map(lambda w: w.submit(spec), workers))
+    assert len(set(ids)) == 1
+    jobs = cluster.run("squeue", "--states=all", "-h", "-n", spec.run_key, "-o", "%i %T").splitlines()
+    live = [line for line in jobs if "CANCELLED" not in line]
+    assert [line.split()[0] for line in live] == [ids[0]]  # twins were cancelled while still held
+    deadline = time.monotonic() + 30
+    while not workers[0].poll(ids[0]).status.terminal and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert workers[0].poll(ids[0]).status is RunStatus.SUCCEEDED
+
+
+def test_unknown_job_is_a_non_retryable_error(slurm_clusters: dict[str, SlurmCluster]) -> None:
+    connector = get_connector("slurm", slurm_clusters["gs-eu"].connector_config("cli"))
+    with pytest.raises(ConnectorError) as info:
+        connector.poll("987654")
+    assert info.value.retryable is False
+
+
+def test_controller_down_is_a_retryable_error(slurm_clusters: dict[str, SlurmCluster], tmp_path) -> None:
+    cluster = slurm_clusters["gs-eu"]
+    text = cluster.conf_path.read_text().replace(f"SlurmctldPort={cluster.ctld_port}", "SlurmctldPort=9")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(text)
+    connector = get_connector(
+        "slurm", cluster.connector_config("cli") | {"slurm_conf": str(conf), "timeout_s": 3}
+    )
+    with pytest.raises(ConnectorError) as info:
+        connector.find("gs-anything")
+    assert info.value.retryable is True
+
+
+def test_rest_with_a_bad_token_is_a_connector_error(slurm_clusters: dict[str, SlurmCluster]) -> None:
+    # slurmrestd 22.05 answers a bad JWT with HTTP 500 "Unspecified error", so it cannot be told from an outage
+    config = slurm_clusters["gs-eu"].connector_config("rest") | {"rest_token": "not-a-jwt"}
+    with pytest.raises(ConnectorError, match="slurmrestd GET /nodes"):
+        get_connector("slurm", config).capacity()
