@@ -32,19 +32,19 @@ _HEADERS = {
 
 
 def rate_limit_key() -> str:
-    """The bucket a request counts against: its token when authenticated, else a hash of its credential or address.
+    """The bucket a request counts against: its API token, else its dashboard session's token, else its address.
 
     Returns
     -------
     str
-        ``"token:<id>"``, ``"cred:<sha256 prefix>"`` or ``"addr:<remote address>"``.
+        ``"cred:<sha256 prefix of the bearer token>"``, ``"session:<token id>"`` or ``"addr:<remote address>"``.
     """
+    header = request.headers.get("Authorization", "")
+    if header.startswith("Bearer "):
+        return "cred:" + hashlib.sha256(header[7:].strip().encode()).hexdigest()[:24]
     principal = g.get("principal")
     if principal is not None:
-        return f"token:{principal.token_id}"
-    header = request.headers.get("Authorization", "")
-    if header:
-        return "cred:" + hashlib.sha256(header.encode()).hexdigest()[:16]
+        return f"session:{principal.token_id}"
     return f"addr:{request.remote_addr or '-'}"
 
 
@@ -60,8 +60,9 @@ def build_limiter(settings: Settings) -> Limiter:
         options = {"socket_timeout": 2, "socket_connect_timeout": 2}
     return Limiter(
         rate_limit_key,
-        default_limits=[settings.rate_limit] if settings.rate_limit else [],
-        default_limits_exempt_when=_exempt,
+        # one budget per token across every route (default_limits would count each route separately)
+        application_limits=[settings.rate_limit] if settings.rate_limit else [],
+        application_limits_exempt_when=_exempt,
         storage_uri=settings.rate_limit_storage_url or "memory://",
         storage_options=options,
         strategy="moving-window",
