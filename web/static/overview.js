@@ -11,14 +11,15 @@
   }
   document.getElementById("ov-now").textContent = `As of ${GS.fmtTime(data.now)}.`;
   box.innerHTML = data.regions.length ? "" : '<p class="muted">No regions yet: an operator adds them (or run <code>gridshift demo seed</code>).</p>';
-  const layout = (title, unit) => ({
-    title: { text: title, font: { size: 13 } }, margin: { l: 48, r: 10, t: 30, b: 36 }, height: 230,
-    yaxis: { title: { text: unit, font: { size: 11 } } }, xaxis: { type: "date" },
-    legend: { orientation: "h", y: -0.22, font: { size: 10 } }, shapes: [nowLine(data.now)],
+  const layout = (title, unit, range) => ({
+    title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 10, t: 34, b: 30 },
+    yaxis: { title: { text: unit, font: { size: 11 } } }, xaxis: { type: "date", range },
+    legend: { orientation: "h", x: 1, xanchor: "right", y: 1.0, yanchor: "bottom", font: { size: 10 } }, shapes: [nowLine(data.now)],
   });
   function nowLine(now) {
     return { type: "line", xref: "x", yref: "paper", x0: now, x1: now, y0: 0, y1: 1, line: { color: "#999", dash: "dot", width: 1 } };
   }
+  const cards = [];
   for (const r of data.regions) {
     const card = GS.el("section", { class: "card region", "data-region": r.code });
     card.innerHTML = `<h2>${GS.esc(r.name)} <span class="muted">${GS.esc(r.code)} · zone ${GS.esc(r.zone)} · budget ${GS.num(r.power_budget_kw, 0)} kW</span></h2>
@@ -29,6 +30,11 @@
         `<tr><td>${GS.esc(g.hardware)}</td><td class="num">${g.inventory}</td><td class="num">${g.in_use_now}</td>
          <td class="num">${g.peak_planned}</td></tr>`).join("")}</tbody></table></div>`;
     box.appendChild(card);
+    cards.push(r);
+  }
+  // Plot once every card is in place, so that each chart takes its card's final width.
+  for (const r of cards) {
+    const range = [r.slots[0], r.slots[r.slots.length - 1]];
     for (const s of r.series) {
       const id = (s.kind === "price" ? "price-" : "carbon-") + r.code;
       const title = s.kind === "price" ? "Day-ahead price" : "Carbon intensity";
@@ -44,12 +50,13 @@
                       line: { color: "#3b6ea5", dash: "dash" } });
       }
       traces.push({ x: s.realised_ts, y: s.realised, mode: "lines", name: "realised", line: { color: "#1d2327" } });
-      const lay = layout(title + (s.forecast_ts.length ? "" : " (no forecast run yet)"), s.unit || (s.kind === "price" ? "EUR/MWh" : "g/kWh"));
+      const lay = layout(title + (s.forecast_ts.length ? "" : " (no forecast run yet)"),
+        s.unit || (s.kind === "price" ? "EUR/MWh" : "g/kWh"), range);
       Plotly.newPlot(id, traces, lay, GS.plotConfig);
     }
     Plotly.newPlot(`power-${r.code}`, [
       { x: r.slots, y: r.planned_kw, type: "bar", name: "planned power", marker: { color: "#2a7f62" } },
       { x: r.slots, y: r.budget_kw, mode: "lines", name: "power budget", line: { color: "#b3261e", shape: "hv" } },
-    ], layout("Planned facility power vs budget", "kW"), GS.plotConfig);
+    ], layout("Planned facility power vs budget", "kW", range), GS.plotConfig);
   }
 })();

@@ -1,0 +1,107 @@
+"""The dashboard in a real browser: sign in, submit with a preview, confirm, see the job planned, open its receipt,
+download the month's PDF report and render it with pdftoppm; the layout at 1280 px and 390 px."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.web.conftest import shot, sign_in
+
+pytestmark = pytest.mark.browser
+
+
+def test_sign_in_rejects_a_bad_token_and_protects_pages(page, live_server):
+    page.goto(live_server.url + "/ui/plan")
+    assert "/ui/signin" in page.url
+    page.fill("#token", "gs_wrong_token")
+    page.click("#signin-form button[type=submit]")
+    assert page.locator(".error").inner_text().startswith("That token is invalid")
+    # The API refuses a dashboard session's write without the CSRF header.
+    sign_in(page, live_server, "ml-platform", "/ui/jobs")
+    status = page.evaluate("""async () => (await fetch('/api/v1/jobs', {method: 'POST', credentials: 'same-origin',
+        headers: {'Content-Type': 'application/json'}, body: '{}'})).status""")
+    assert status == 403
+
+
+def test_overview_shows_every_region_with_charts(page, live_server):
+    sign_in(page, live_server, "ml-platform")
+    page.wait_for_selector("section.region")
+    regions = page.locator("section.region")
+    assert regions.count() == 5
+    for i in range(regions.count()):
+        assert regions.nth(i).locator(".main-svg").count() >= 3  # price, carbon, power vs budget
+    assert "h100" in regions.first.locator("table").inner_text()
+    page.wait_for_timeout(300)
+    shot(page, "overview")
+
+
+def test_submit_preview_confirm_plan_receipt_and_pdf_report(page, live_server, tmp_path):
+    sign_in(page, live_server, "ops", "/ui/submit")
+    page.wait_for_selector("#f-regions input")
+    page.fill("#f-name", "browser-train-1")
+    page.fill("#f-gpus", "4")
+    page.fill("#f-hours", "16")
+    page.click("#preview-btn")
+    table = page.wait_for_selector("#preview-table")
+    text = table.inner_text()
+    assert "Gridshift plan" in text and "Run now" in text
+    assert re.search(r"(de-fra|fr-par|es-mad|fi-ham|pl-waw)", text)
+    assert page.is_enabled("#confirm-btn")
+    shot(page, "preview")
+
+    page.click("#confirm-btn")
+    link = page.wait_for_selector("#submitted-msg a")
+    job_id = int(link.get_attribute("href").rsplit("/", 1)[1])
+
+    page.goto(live_server.url + "/ui/plan")
+    page.click("#replan-btn")
+    row = page.wait_for_selector(f"#assign-table tr[data-job-id='{job_id}']", timeout=60_000)
+    assert "browser-train-1" in row.inner_text()
+    assert "browser-train-1" in page.locator("#gantt").inner_text()
+
+    page.goto(live_server.url + "/ui/jobs")
+    job_row = page.wait_for_selector(f"#jobs-table tr[data-job-id='{job_id}']")
+    assert "planned" in job_row.inner_text()
+
+    page.click(f"#jobs-table tr[data-job-id='{job_id}'] a")
+    page.wait_for_selector("#receipt-table")
+    assert page.locator("#receipt-basis").inner_text() == "planned"
+    assert "Run now" in page.locator("#receipt-table").inner_text()
+    assert "pending" in page.locator("#timeline").inner_text() and "planned" in page.locator("#timeline").inner_text()
+
+    page.goto(live_server.url + "/ui/reports")
+    page.wait_for_selector("#report-summary")
+    month = datetime.now(UTC).strftime("%Y-%m")
+    assert month in page.locator("#report-summary").inner_text()
+    with page.expect_download() as dl:
+        page.click("#pdf-link")
+    pdf = tmp_path / "report.pdf"
+    dl.value.save_as(pdf)
+    assert pdf.read_bytes().startswith(b"%PDF")
+    pdftoppm = shutil.which("pdftoppm")
+    if pdftoppm is None:
+        pytest.fail("pdftoppm is missing: apt-get install -y poppler-utils")
+    subprocess.run([pdftoppm, "-png", "-r", "40", "-f", "1", "-l", "1", str(pdf), str(tmp_path / "page")],
+                   check=True, timeout=60)
+    pngs = list(tmp_path.glob("page*.png"))
+    assert len(pngs) == 1 and pngs[0].stat().st_size > 2000
+
+
+def test_pages_fit_a_390px_phone(browser, live_server):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    page = context.new_page()
+    try:
+        sign_in(page, live_server, "ml-platform")
+        for path in ["/", "/ui/submit", "/ui/jobs", "/ui/plan", "/ui/reports"]:
+            page.goto(live_server.url + path)
+            page.wait_for_load_state("networkidle")
+            overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"{path} is {overflow} px wider than the screen"
+            assert page.locator("nav a").first.is_visible()
+    finally:
+        context.close()
