@@ -13,7 +13,7 @@ from connectors.base import ClusterConnector, ConfigError
 
 __all__ = ["available_kinds", "get_connector", "known_kinds", "register", "validate_config"]
 
-_REGISTRY: dict[str, type] = {}
+_REGISTRY: dict[str, type[Any]] = {}
 
 C = TypeVar("C", bound=type)
 

@@ -261,7 +261,7 @@ class SlurmConnector:
         out = self._run("squeue", "--states=all", "-h", "-n", run_key, "-o", "%i")
         ids = out.split()
         if not ids:  # the controller forgot it (MinJobAge): ask the job completion log
-            ids = [i for i in self._sacct(["--name", run_key]) if i]
+            ids = [line.split("|")[0] for line in self._sacct(["--name", run_key])]
         jobs = [self._job(i) for i in ids]
         return [j for j in jobs if j is not None and j["name"] == run_key]
 
@@ -283,7 +283,10 @@ class SlurmConnector:
                 kv.get("Comment"),
             )
         rows = self._sacct(["-j", job_id], fields="JobID,JobName,State,Start,End,ExitCode")
-        return self._normalize(*rows[0].split("|"), None, None) if rows else None  # type: ignore[misc]
+        if not rows:
+            return None
+        jid, name, state, start, end, exit_code = (rows[0].split("|") + [""] * 6)[:6]
+        return self._normalize(jid, name, state, None, start, end, exit_code, None)
 
     def _sacct(self, selector: list[str], fields: str = "JobID") -> list[str]:
         out = self._run("sacct", "-c", "-n", "-P", *selector, "-o", fields, ok_errors=("",))

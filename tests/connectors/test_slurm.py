@@ -90,3 +90,21 @@ def test_rest_with_a_bad_token_is_a_connector_error(slurm_clusters: dict[str, Sl
     config = slurm_clusters["gs-eu"].connector_config("rest") | {"rest_token": "not-a-jwt"}
     with pytest.raises(ConnectorError, match="slurmrestd GET /nodes"):
         get_connector("slurm", config).capacity()
+
+
+def test_a_job_the_controller_forgot_is_read_from_the_completion_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    # recorded from Slurm 22.05: scontrol has dropped job 42 (MinJobAge passed); sacct -c still lists it
+    outputs = {
+        "squeue": "",
+        "scontrol": "",
+        "sacct": "42|gs-run-old|COMPLETED|2026-11-29T16:05:04|2026-11-29T16:05:09|0:0\n"
+                 "42.batch|batch|COMPLETED|2026-11-29T16:05:04|2026-11-29T16:05:09|0:0\n",
+    }  # fmt: skip
+    connector = get_connector("slurm", {})
+    monkeypatch.setattr(connector, "_run", lambda *args, **kw: outputs[args[0]])
+    assert connector.find("gs-run-old") == "42"
+    state = connector.poll("42")
+    assert state.status is RunStatus.SUCCEEDED
+    assert state.exit_code == 0
+    assert state.started_at is not None and state.started_at.isoformat() == "2026-11-29T16:05:04+00:00"
+    assert (state.finished_at - state.started_at).total_seconds() == 5
