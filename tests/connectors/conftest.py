@@ -13,7 +13,13 @@ from tests.runtimes.fixtures import ray_head, slurm_clusters  # noqa: F401 - fix
 
 #: Kinds the contract test runs against: the local runtime, Slurm through its CLI and slurmrestd, Ray (all
 #: real runtimes on loopback) and Kubernetes against the fake API server (no real one can run here).
-CONTRACT_KINDS = ["local", "slurm-cli", "slurm-rest", "ray", "kubernetes-fake"]
+CONTRACT_KINDS = [
+    "local",
+    pytest.param("slurm-cli", marks=pytest.mark.slurm),
+    pytest.param("slurm-rest", marks=pytest.mark.slurm),
+    pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.slow]),
+    "kubernetes-fake",
+]
 
 FAKE_K8S_NODES = [
     {

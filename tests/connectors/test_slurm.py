@@ -28,6 +28,7 @@ def test_parse_gres_reads_config_and_usage_strings() -> None:
     assert parse_gres("(null)") == {}
 
 
+@pytest.mark.slurm
 @pytest.mark.parametrize("mode", ["cli", "rest"])
 def test_second_region_maps_its_gres_types_to_hardware_codes(slurm_clusters: dict[str, SlurmCluster],
                                                              mode: str) -> None:  # fmt: skip
@@ -48,6 +49,7 @@ def test_second_region_maps_its_gres_types_to_hardware_codes(slurm_clusters: dic
     connector.cancel(job_id)
 
 
+@pytest.mark.slurm
 def test_racing_submitters_leave_exactly_one_job(slurm_clusters: dict[str, SlurmCluster]) -> None:
     cluster = slurm_clusters["gs-eu"]
     workers = [get_connector("slurm", cluster.connector_config("cli")) for _ in range(4)]
@@ -65,6 +67,7 @@ def test_racing_submitters_leave_exactly_one_job(slurm_clusters: dict[str, Slurm
     assert workers[0].poll(ids[0]).status is RunStatus.SUCCEEDED
 
 
+@pytest.mark.slurm
 def test_unknown_job_is_a_non_retryable_error(slurm_clusters: dict[str, SlurmCluster]) -> None:
     connector = get_connector("slurm", slurm_clusters["gs-eu"].connector_config("cli"))
     with pytest.raises(ConnectorError) as info:
@@ -72,6 +75,7 @@ def test_unknown_job_is_a_non_retryable_error(slurm_clusters: dict[str, SlurmClu
     assert info.value.retryable is False
 
 
+@pytest.mark.slurm
 def test_controller_down_is_a_retryable_error(slurm_clusters: dict[str, SlurmCluster], tmp_path) -> None:
     cluster = slurm_clusters["gs-eu"]
     text = cluster.conf_path.read_text().replace(f"SlurmctldPort={cluster.ctld_port}", "SlurmctldPort=9")
@@ -85,6 +89,7 @@ def test_controller_down_is_a_retryable_error(slurm_clusters: dict[str, SlurmClu
     assert info.value.retryable is True
 
 
+@pytest.mark.slurm
 def test_rest_with_a_bad_token_is_a_connector_error(slurm_clusters: dict[str, SlurmCluster]) -> None:
     # slurmrestd 22.05 answers a bad JWT with HTTP 500 "Unspecified error", so it cannot be told from an outage
     config = slurm_clusters["gs-eu"].connector_config("rest") | {"rest_token": "not-a-jwt"}

@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.runtimes.slurm import RuntimeUnavailable, free_port
+from tests.runtimes.slurm import RuntimeStartError, RuntimeUnavailable, free_port
 
 #: Ray custom resources of the test head, by hardware type code (the connector's default naming).
 DEFAULT_RESOURCES = {"h100": 4, "a100": 2}
@@ -62,13 +62,15 @@ class RayHead:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 60.0) -> RayHead:
+def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 120.0) -> RayHead:
     """Start ``ray start --head --block`` with custom resources named by upper-case hardware codes.
 
     Raises
     ------
     RuntimeUnavailable
-        When ray is not installed in this interpreter's environment or the head does not come up.
+        When ray is not installed in this interpreter's environment.
+    RuntimeStartError
+        When the head does not come up.
     """
     ray_bin = Path(sys.executable).with_name("ray")
     if not ray_bin.exists():
@@ -76,7 +78,7 @@ def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 6
     resources = dict(resources or DEFAULT_RESOURCES)
     temp_dir = Path(tempfile.mkdtemp(prefix="gs-ray-", dir="/tmp"))
     gcs_port, dashboard_port = free_port(), free_port()
-    low = 20000 + (os.getpid() * 37) % 30000
+    low = 10000 + (os.getpid() * 37) % 20000  # below Linux's ephemeral range, where free_port() picks
     args = [
         str(ray_bin), "start", "--head", "--block", "--disable-usage-stats",
         f"--port={gcs_port}", "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
@@ -112,7 +114,7 @@ def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 6
         time.sleep(0.25)
     text = (temp_dir / "ray-start.log").read_text(errors="replace")[-1500:]
     head.stop()
-    raise RuntimeUnavailable(f"Ray head did not come up within {timeout_s} s: {text}")
+    raise RuntimeStartError(f"Ray head did not come up within {timeout_s} s: {text}")
 
 
 def _session_pids(sid: int) -> list[int]:

@@ -27,7 +27,11 @@ REST_USER = "nobody"
 
 
 class RuntimeUnavailable(RuntimeError):
-    """The runtime cannot be installed or started here; the message says why (used as a skip reason)."""
+    """The runtime cannot be installed here (no apt, not root); the message says why (used as a skip reason)."""
+
+
+class RuntimeStartError(RuntimeError):
+    """The runtime is installed but did not start: a defect to fix, so tests fail rather than skip."""
 
 
 @dataclass
@@ -264,7 +268,7 @@ PartitionName=gpu Nodes={cluster.node} Default=YES MaxTime=INFINITE State=UP Ove
                 return
             time.sleep(0.1)
         log = (cluster.base_dir / "log" / "slurmd.log").read_text()[-800:]
-        raise RuntimeUnavailable(
+        raise RuntimeStartError(
             f"Slurm node of {cluster.name} not idle after {timeout_s} s ({state}): {log}"
         )
 
@@ -290,7 +294,7 @@ PartitionName=gpu Nodes={cluster.node} Default=YES MaxTime=INFINITE State=UP Ove
                 break
             time.sleep(0.05)
         text = (cluster.base_dir / "log" / "slurmrestd.log").read_text()[-800:]
-        raise RuntimeUnavailable(f"slurmrestd of {cluster.name} did not start: {text}")
+        raise RuntimeStartError(f"slurmrestd of {cluster.name} did not start: {text}")
 
 
 def _wait_for_file(path: Path, timeout_s: float = 10.0) -> Path:
@@ -299,7 +303,7 @@ def _wait_for_file(path: Path, timeout_s: float = 10.0) -> Path:
         if path.exists() and (path.is_socket() or path.stat().st_size > 0):
             return path
         time.sleep(0.02)
-    raise RuntimeUnavailable(f"{path} did not appear within {timeout_s} s")
+    raise RuntimeStartError(f"{path} did not appear within {timeout_s} s")
 
 
 def _pids_under(base_dir: Path) -> list[int]:
