@@ -29,7 +29,7 @@ Workload parameters (all drawn from ``numpy.random.default_rng(seed)``):
   (size 1 + geometric, mean 4), which the planner aggregates into classes;
 - home region uniform; 20 % of jobs are resident (home region only); preferred hardware H100 when eligible.
 
-Fleet: per region and hardware type ``max(16, ceil(2 * GPU-hours demanded / (24 h * regions * types)))`` GPUs;
+Fleet: per region and hardware type ``max(64, ceil(2 * GPU-hours demanded / (24 h * regions * types)))`` GPUs;
 power budget 75 % of the facility draw of the whole inventory at TDP (so power binds in cheap hours);
 PUE DE 1.25, FR 1.20, ES 1.30, FI 1.10, PL 1.35, BE 1.25, CH 1.20 (assumptions within the 1.1-1.6 range of
 operator surveys).
@@ -230,7 +230,7 @@ def build_problem(
         gpu_hours += s.gpus * s.ref_hours
     if fleet_jobs:
         gpu_hours *= fleet_jobs / max(1, len(specs))
-    per = max(16, math.ceil(2 * gpu_hours / (24 * len(regions) * len(hardware))))
+    per = max(64, math.ceil(2 * gpu_hours / (24 * len(regions) * len(hardware))))
     regs = []
     for z in regions:
         pue = PUE.get(z, 1.25)

@@ -22,7 +22,7 @@ from optimizer.heuristic import Residual, greedy_order, place
 from optimizer.plan import Plan, PlanStatus, SolveStats
 from optimizer.problem import Problem, SolveParams
 from optimizer.solve import solve_gridshift
-from optimizer.tables import Tables, build_tables
+from optimizer.tables import Tables, build_tables, power_mw
 
 
 def _home(tb: Tables, row: int) -> tuple[int, int]:
@@ -50,7 +50,7 @@ def _fits(tb: Tables, res: Residual, row: int, r: int, h: int, first: int, last:
     gpu = np.lib.stride_tricks.sliding_window_view(res.gpu[r, h, span], length).min(axis=-1)
     kw = np.lib.stride_tricks.sliding_window_view(res.kw[r, span], length).min(axis=-1)
     ok = np.lib.stride_tricks.sliding_window_view(tb.valid[r, span], length).all(axis=-1)
-    return (gpu >= tb.g[row]) & (kw >= tb.power_kw(row, r, h) - 1e-9) & ok
+    return (gpu >= tb.g[row]) & (kw >= power_mw(tb.power_kw(row, r, h))) & ok
 
 
 def _take(tb: Tables, res: Residual, ch: Choice, row: int, r: int, h: int, start: int) -> None:

@@ -63,15 +63,28 @@ def cumulative(x: np.ndarray) -> np.ndarray:
     return np.concatenate((pad, np.cumsum(x, axis=-1)), axis=-1)
 
 
-def segment_values(tb: Tables, seg: Segments, cum_a: np.ndarray, cum_l: np.ndarray):
-    """Priced value of every start of ``seg``; returns ``(si, start, offsets, value)``."""
+CACHE_LIMIT = 20_000_000  # expanded starts kept in memory across iterations (about 30 bytes each)
+
+
+def _expanded(tb: Tables, seg: Segments):
+    if seg.cache is not None:
+        return seg.cache
     si, start, offsets = seg.expand()
     rows = seg.job[si]
     end = start + seg.length[si]
-    energy_w = cum_a[seg.r, end] - cum_a[seg.r, start]
-    lam_w = cum_l[seg.r, seg.h, end] - cum_l[seg.r, seg.h, start]
-    value = tb.g[rows] * (tb.pkw[rows, seg.h] * tb.pue[seg.r] * energy_w + lam_w)
-    value = np.where(seg.ok, value, np.inf)
+    kw = tb.g[rows] * tb.pkw[rows, seg.h] * tb.pue[seg.r]
+    out = (si, start, offsets, end, kw, tb.g[rows].astype(float))
+    if sum(len(s.ok) for s in tb.contig) + sum(len(a.ok) + len(b.ok) for a, b in tb.halves) <= CACHE_LIMIT:
+        seg.cache = out
+    return out
+
+
+def segment_values(tb: Tables, seg: Segments, cum_a: np.ndarray, cum_l: np.ndarray):
+    """Priced value of every start of ``seg``; returns ``(si, start, offsets, value)``."""
+    si, start, offsets, end, kw, g = _expanded(tb, seg)
+    ca, cl = cum_a[seg.r], cum_l[seg.r, seg.h]
+    value = kw * (ca[end] - ca[start]) + g * (cl[end] - cl[start])
+    value[~seg.ok] = np.inf
     return si, start, offsets, value
 
 
@@ -85,8 +98,11 @@ def segment_argmin(si: np.ndarray, start: np.ndarray, offsets: np.ndarray, value
     return seg_min, arg
 
 
-def evaluate(tb: Tables, m: Multipliers):
+def evaluate(tb: Tables, m: Multipliers, collect: list | None = None):
     """Lagrangian value and each job's priced best option.
+
+    ``collect``, when given, receives each (region, hardware) pair's best option per job as arrays
+    ``(rows, r, h, s1, l1, s2, l2, value)`` (column generation adds several columns per round from them).
 
     Returns
     -------
@@ -102,6 +118,9 @@ def evaluate(tb: Tables, m: Multipliers):
     for seg in tb.contig:
         si, start, offsets, value = segment_values(tb, seg, cum_a, cum_l)
         seg_min, arg = segment_argmin(si, start, offsets, value)
+        if collect is not None:
+            z = np.zeros(len(arg), dtype=np.int64)
+            collect.append((seg.job, seg.r + z, seg.h + z, arg, seg.length, z, z, seg_min))
         better = seg_min < best[seg.job]
         rows = seg.job[better]
         best[rows] = seg_min[better]
@@ -116,6 +135,11 @@ def evaluate(tb: Tables, m: Multipliers):
         va = segment_argmin(*segment_values(tb, seg_a, cum_a, cum_l))
         vb = segment_argmin(*segment_values(tb, seg_b, cum_a, cum_l))
         total = va[0] + vb[0]
+        if collect is not None:
+            z = np.zeros(len(total), dtype=np.int64)
+            collect.append(
+                (seg_a.job, seg_a.r + z, seg_a.h + z, va[1], seg_a.length, vb[1], seg_b.length, total)
+            )
         better = total < best[seg_a.job]
         rows = seg_a.job[better]
         best[rows] = total[better]

@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 from optimizer.bound import Choice, Multipliers, cumulative, segment_values
 from optimizer.heuristic import option_objective
 from optimizer.problem import ObjectiveKind, SolveParams
-from optimizer.tables import Tables
+from optimizer.tables import Tables, power_mw
 
 
 @dataclass(slots=True)
@@ -200,15 +200,16 @@ def add_gpu_capacity(model, tb: Tables, opts: Options, x: list, counts: np.ndarr
 
 
 def add_power_budget(model, tb: Tables, opts: Options, x: list, counts: np.ndarray, rep: np.ndarray) -> int:
-    """Facility power of running jobs per (region, slot) stays within budget minus base load [W, rounded up]."""
+    """Facility power of running jobs per (region, slot) stays within budget minus base load [mW, rounded up]."""
     groups, keys = _slot_terms(tb, opts, with_h=False)
     rows = rep[opts.cls]
-    watts = np.ceil(tb.g[rows] * tb.pkw[rows, opts.ch.h] * tb.pue[opts.ch.r] * 1000.0 - 1e-6).astype(np.int64)
+    watts = power_mw(tb.g[rows] * tb.pkw[rows, opts.ch.h] * tb.pue[opts.ch.r])
+    caps = tb.kw_cap_mw()
     most = watts * counts[opts.cls]
     added = 0
     for ks, key in zip(groups, keys, strict=True):
         r, t = divmod(int(key), tb.T)
-        limit = math.floor(tb.kw_cap[r, t] * 1000.0 + 1e-6)
+        limit = int(caps[r, t])
         if most[ks].sum() <= limit:
             continue
         model.add(cp_model.LinearExpr.weighted_sum([x[k] for k in ks], watts[ks].tolist()) <= limit)
@@ -282,6 +283,10 @@ def solve_model(built: Model, params: SolveParams, time_limit_s: float):
     solver.parameters.num_workers = params.num_workers
     solver.parameters.random_seed = params.random_seed
     solver.parameters.log_search_progress = params.log_search
+    # presolve of these big linear models is slow and gains little: keep it light so search starts at once
+    solver.parameters.max_presolve_iterations = 1
+    solver.parameters.cp_model_probing_level = 0
+    solver.parameters.symmetry_level = 0
     status = solver.solve(built.model)
     return solver, status
 

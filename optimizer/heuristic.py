@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from optimizer.bound import Choice, Multipliers, cumulative
-from optimizer.tables import BIG, Tables
+from optimizer.tables import BIG, Tables, power_mw
 
 
 class Residual:
@@ -21,7 +21,7 @@ class Residual:
 
     def __init__(self, tb: Tables) -> None:
         self.gpu = tb.cap.astype(np.int64).copy()
-        self.kw = tb.kw_cap.astype(float).copy()
+        self.kw = tb.kw_cap_mw()  # integer mW, as in the CP-SAT model
 
     def apply(self, tb: Tables, ch: Choice, row: int, sign: int) -> None:
         """Take (``sign=-1``) or give back (``sign=+1``) the capacity of ``row``'s option."""
@@ -29,7 +29,7 @@ class Residual:
         if r < 0:
             return
         g = int(tb.g[row])
-        p = tb.power_kw(row, r, h)
+        p = int(power_mw(tb.power_kw(row, r, h)))
         for s, ln in ((ch.s1[row], ch.l1[row]), (ch.s2[row], ch.l2[row])):
             if ln > 0:
                 self.gpu[r, h, s : s + ln] += sign * g
@@ -69,7 +69,7 @@ class Scanner:
         self, res: Residual, row: int, rr: np.ndarray, h: int, first: int, last: int, length: int, power
     ):
         gpu_ok = _windows(res.gpu[rr, h], first, last, length) >= self.tb.g[row]
-        kw_ok = _windows(res.kw[rr], first, last, length) >= power - 1e-9
+        kw_ok = _windows(res.kw[rr], first, last, length) >= power_mw(power)
         return gpu_ok & kw_ok
 
     def best(
@@ -152,6 +152,13 @@ def greedy_order(tb: Tables) -> np.ndarray:
     slack = tb.dl - tb.rel - min_dur
     size = tb.g * min_dur
     return np.lexsort((-size, slack, -tb.prio))
+
+
+def size_order(tb: Tables) -> np.ndarray:
+    """Rows by priority (high first), then GPU-slots (largest first), then slack (least first)."""
+    min_dur = np.where(tb.dur > 0, tb.dur, 10**9).min(axis=1) if tb.J else np.zeros(0)
+    slack = tb.dl - tb.rel - min_dur
+    return np.lexsort((slack, -(tb.g * min_dur), -tb.prio))
 
 
 def place(

@@ -306,15 +306,18 @@ class SolveParams:
     log_search : bool
         Print CP-SAT's search log.
     max_cpsat_options : int
-        Largest option count handed to CP-SAT; beyond it the plan comes from the Lagrangian heuristic
-        with local search only.
+        Largest option count handed to CP-SAT (at least 8 per job class); beyond it the plan comes from the
+        Lagrangian-priced heuristic with local search only.
+    max_lp_jobs : int
+        Largest job count for the column-generation LP bound (GLOP); beyond it subgradient ascent.
     """
 
     time_limit_s: float = 10.0
     num_workers: int = 2
     random_seed: int = 0
     log_search: bool = False
-    max_cpsat_options: int = 150_000
+    max_cpsat_options: int = 20_000
+    max_lp_jobs: int = 20_000
 
 
 def durations_from_throughput(

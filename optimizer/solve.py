@@ -22,7 +22,8 @@ from ortools.sat.python import cp_model
 from optimizer.assemble import assemble_plan
 from optimizer.bound import Choice, Multipliers, choice_cost, evaluate, subgradient
 from optimizer.cpsat import build_classes, build_model, build_options, read_solution, solve_model
-from optimizer.heuristic import greedy_order, improve, penalised_objective, place
+from optimizer.heuristic import greedy_order, improve, penalised_objective, place, size_order
+from optimizer.lp import column_generation
 from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem, SolveParams
 from optimizer.tables import Tables, build_tables
@@ -95,34 +96,60 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     best_score = _score(tb, best)
     t = lap("greedy", t)
     upper = best_score if np.isfinite(best_score) else penalised_objective(tb, best)
-    lower, m, history = subgradient(tb, upper, max_iter=300, time_limit_s=max(0.05, 0.3 * left()))
-    t = lap("lagrangian", t)
-    notes.append(f"lagrangian iterations={len(history)}")
-    for nu in [m.nu, m.nu * 2 + 1e-3, m.nu * 4 + 1e-2] if capped else [0.0]:
-        if left() < 0.1 * limit:
+    cls, rep, counts = build_classes(tb)
+    if not capped and params.max_lp_jobs >= tb.J:
+        _, ch0, _ = evaluate(tb, Multipliers.zeros(tb))
+        lower, m, info = column_generation(tb, cls, rep, counts, [best, ch0], time_limit_s=0.4 * left())
+        t = lap("lp_colgen", t)
+        notes.append(
+            f"lp rounds={info['rounds']} columns={info['columns']} converged={info['converged']} "
+            f"lp_value={info['lp_value']}"
+        )
+        if not info["converged"] and left() > 0.5 * limit:
+            lower2, m2, history = subgradient(tb, upper, start=m, time_limit_s=0.15 * left())
+            if lower2 > lower:
+                lower, m = lower2, m2
+            t = lap("lagrangian", t)
+    else:
+        lower, m, history = subgradient(tb, upper, max_iter=300, time_limit_s=max(0.05, 0.3 * left()))
+        t = lap("lagrangian", t)
+        notes.append(f"lagrangian iterations={len(history)}")
+    big_first = size_order(tb)
+    tries = [(m.nu, big_first), (m.nu, order)] + ([(m.nu * 2 + 1e-3, big_first)] if capped else [])
+    for k, (nu, order_k) in enumerate(tries):
+        if k and left() < 0.6 * limit:
             break
-        cand = place(tb, order, m=m, nu=nu)
+        cand = place(tb, order_k, m=m, nu=nu)
         score = _score(tb, cand)
         if score < best_score:
             best, best_score = cand, score
     t = lap("priced_greedy", t)
+    use_cpsat = len(rep) * 8 <= params.max_cpsat_options
+    share = 0.5 if use_cpsat else 0.95
     nu_ls = m.nu if capped else 0.0
-    cand = improve(tb, best, nu=nu_ls, time_limit_s=max(0.05, 0.25 * left()), seed=params.random_seed)
+    cand = improve(tb, best, nu=nu_ls, time_limit_s=max(0.05, share * left()), seed=params.random_seed)
     if _score(tb, cand) <= best_score:
         best, best_score = cand, _score(tb, cand)
     t = lap("local_search", t)
     bound = lower
     status = PlanStatus.FEASIBLE
-    cp_status, n_options, n_classes = "", 0, 0
+    cp_status, n_options = "", 0
     gap_abs = best_score - lower
-    if np.isfinite(best_score) and gap_abs > 1e-6 * max(1.0, abs(best_score)) and left() > 0.5:
+    n_classes = len(rep)
+    ub_fix = best_score
+    closed = np.isfinite(best_score) and gap_abs <= 1e-6 * max(1.0, abs(best_score))
+    if closed:
+        status = PlanStatus.OPTIMAL
+    elif not use_cpsat:
+        notes.append(
+            f"cpsat skipped: {n_classes} job classes is beyond max_cpsat_options={params.max_cpsat_options}"
+        )
+    elif np.isfinite(best_score) and left() > 0.5:
         _, _, priced = evaluate(tb, m)
-        cls, rep, counts = build_classes(tb)
-        n_classes = len(rep)
         opts = build_options(tb, cls, rep, m, priced, gap_abs, [best], params.max_cpsat_options)
         n_options = len(opts.cls)
         t = lap("options", t)
-        if n_options <= params.max_cpsat_options * 1.5 and left() > 0.5:
+        if left() > 0.5:
             scale = float(problem.cost_scale)
             built, rows = build_model(tb, opts, cls, rep, counts, best, scale)
             t = lap("cpsat_build", t)
@@ -139,17 +166,13 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
                     best, best_score = cand, score
                 if opts.exact:
                     slack = 0.5 * tb.J / scale
-                    bound = max(bound, min(solver.best_objective_bound / scale, upper) - slack)
+                    bound = max(bound, min(solver.best_objective_bound / scale, ub_fix) - slack)
                     if st == cp_model.OPTIMAL and score <= solver.objective_value / scale + slack:
                         status = PlanStatus.OPTIMAL
             elif st == cp_model.MODEL_INVALID:
                 notes.append("cpsat model invalid: " + built.model.validate())
             else:
                 notes.append(f"cpsat returned {cp_status}; keeping the heuristic plan")
-        else:
-            notes.append(f"cpsat skipped: {n_options} options > limit {params.max_cpsat_options}")
-    elif np.isfinite(best_score) and gap_abs <= 1e-6 * max(1.0, abs(best_score)):
-        status = PlanStatus.OPTIMAL
     if not np.isfinite(best_score):
         notes.append("no plan found within the cost cap")
     penalised = penalised_objective(tb, best)

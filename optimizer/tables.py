@@ -34,6 +34,7 @@ class Segments:
     rel: np.ndarray  # int64 first start
     nst: np.ndarray  # int64 number of starts
     ok: np.ndarray  # bool, flattened starts
+    cache: tuple | None = None  # expanded starts kept between Lagrangian iterations (see bound.py)
 
     def expand(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Flattened ``(segment index, start slot, offsets)`` of every start."""
@@ -94,6 +95,15 @@ class Tables:
     def power_kw(self, row: int, r: int, h: int) -> float:
         """Facility power of job ``row`` on (r, h) [kW]."""
         return float(self.g[row] * self.pkw[row, h] * self.pue[r])
+
+    def kw_cap_mw(self) -> np.ndarray:
+        """Power left for jobs per (region, slot) in integer milliwatts, rounded down."""
+        return np.floor(self.kw_cap * 1e6 + 1e-6).astype(np.int64)
+
+
+def power_mw(power_kw) -> np.ndarray:
+    """Facility power in integer milliwatts, rounded up (heuristics and CP-SAT count power alike)."""
+    return np.ceil(np.asarray(power_kw) * 1e6 - 1e-6).astype(np.int64)
 
 
 def _halves(dur: int, ovh: int, min_chunk: int) -> tuple[int, int] | None:
@@ -330,5 +340,5 @@ def build_tables(problem: Problem) -> Tables:
         * tables.slot_h
         * max(w_max, 1e-6)
     )
-    tables.penalty = 10.0 * tables.prio * worst + 1.0
+    tables.penalty = tables.prio * worst + 1.0  # above any option's objective
     return tables
