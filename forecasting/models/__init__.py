@@ -1,0 +1,44 @@
+"""Forecasting models, all with one signature (see :mod:`forecasting.models.base`), and their registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from forecasting.models.base import Model
+from forecasting.models.ensemble import Ensemble
+from forecasting.models.lear import Lear
+from forecasting.models.naive import Persistence, SeasonalNaive
+from forecasting.models.prophet_model import ProphetModel
+
+MODELS: dict[str, Callable[[], Model]] = {}
+
+
+def register(name: str, factory: Callable[[], Model]) -> None:
+    """Make ``factory()`` available as model ``name``."""
+    MODELS[name] = factory
+
+
+def get_model(name: str) -> Model:
+    """A fresh model by registry name; unknown names raise with the list of valid ones."""
+    try:
+        return MODELS[name]()
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; valid: {', '.join(sorted(MODELS))}") from None
+
+
+def _prophet_enabled() -> bool:
+    try:
+        import prophet  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+register("naive_daily", lambda: SeasonalNaive(24, name="naive_daily"))
+register("naive_weekly", lambda: SeasonalNaive(168, name="naive_weekly"))
+register("persistence", Persistence)
+register("lear", Lear)
+if _prophet_enabled():
+    register("prophet", ProphetModel)
+
+__all__ = ["MODELS", "Ensemble", "Lear", "Model", "Persistence", "ProphetModel", "SeasonalNaive", "get_model", "register"]
