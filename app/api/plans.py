@@ -1,7 +1,8 @@
 """Plans: the current plan for the Gantt view, a what-if preview of one job, and a manual re-plan.
 
-A tenant sees only its own jobs' assignments and unplanned entries; per-region totals over every tenant are
-aggregates without job details. An operator admin sees every assignment.
+A tenant sees only its own jobs' assignments and unplanned entries. An operator admin sees every assignment and
+per-region totals over every tenant (left out for tenants: even a count would tell one tenant about another's work;
+fleet-wide power per region and hour is on the overview).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class PlanOut(Schema):
     gap_pct = fields.Float(allow_none=True)
     assignments = fields.List(fields.Nested(AssignmentOut))
     unplanned = fields.List(fields.Nested(UnplannedOut))
-    region_totals = fields.List(fields.Nested(RegionTotalOut), metadata={"description": "every tenant, aggregated"})
+    region_totals = fields.List(fields.Nested(RegionTotalOut),
+                                metadata={"description": "every tenant, aggregated; operator admins only"})
 
 
 class PreviewFiguresOut(Schema):
@@ -124,7 +126,7 @@ def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
     ]
     unplanned = [{"job_id": u.job_id, "job_name": name, "reason": u.reason, "detail": u.detail}
                  for u, name in session.execute(uq)]
-    totals = [
+    totals = [] if not everyone else [
         {"region": code, "jobs": n, "energy_kwh": e or 0.0, "cost": c or 0.0, "carbon_kg": k or 0.0}
         for code, n, e, c, k in session.execute(
             select(Region.code, func.count(Assignment.id), func.sum(Assignment.energy_kwh), func.sum(Assignment.cost),

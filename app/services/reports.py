@@ -248,7 +248,7 @@ def build_entries(
 def receipt(session: Session, principal: Principal, job_id: int, *, fx_rates: Mapping[str, float] | None = None
             ) -> tuple[Job, Entry | None, Run | None]:
     """A job's receipt: its entry (None before it is planned) and its latest run; other tenants get 404."""
-    job = session.get(Job, job_id)
+    job = session.get(Job, job_id) if 0 < job_id < 2**31 else None  # ids are 32-bit in the database
     if job is None or job.tenant_id != principal.tenant_id:
         raise NotFound(f"job {job_id}")
     tenant = session.get(Tenant, job.tenant_id)
