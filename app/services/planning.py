@@ -1,0 +1,379 @@
+"""Planning: build an optimizer Problem from the database, solve it, store the Plan; preview one job.
+
+The Problem covers ``horizon_hours`` from ``now`` (floored to the slot) in slots of ``settings.slot_minutes``:
+
+* regions with their PUE, power budget per slot (the lowest override covering a slot wins), GPU inventory;
+* capacity already held by work that has been dispatched (states dispatching/submitted/running) is taken off
+  the inventory and the power budget, slot by slot, from its assignment in the current plan;
+* prices and carbon intensity per region zone: the latest succeeded forecast run's points where present,
+  else the realised market series; a slot with neither is NaN (jobs that cannot avoid it are left out with
+  the reason ``invalid_prices``);
+* jobs in state pending or planned, durations from the fleet's throughput profiles, power per GPU from the
+  profiles or the power model.
+
+Jobs left out for a reason that cannot change before their deadline (deadline passed, no eligible hardware,
+power budget below their draw, window too short while the deadline lies inside the horizon) become
+``unschedulable``; the others (capacity, missing prices, not yet in the horizon) stay ``pending`` with
+the reason in ``state_reason``, so the next plan retries them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, selectinload
+
+from app.config import Settings
+from app.enums import ForecastRunStatus, JobState, PlanStatus, SeriesKind
+from app.errors import FieldError, ValidationFailed
+from app.models import (
+    Assignment,
+    ForecastPoint,
+    ForecastRun,
+    HardwareType,
+    Job,
+    MarketSeries,
+    Plan,
+    Region,
+    UnplannedJob,
+)
+from app.services import jobs as job_service
+from app.services.fleet import FleetSnapshot, snapshot
+from optimizer import (
+    SOLVERS,
+    Objective,
+    ObjectiveKind,
+    SolveParams,
+    UnplannedReason,
+    check_plan,
+    get_solver,
+)
+from optimizer import HardwareType as OptHardware
+from optimizer import Job as OptJob
+from optimizer import Plan as OptPlan
+from optimizer import Problem as OptProblem
+from optimizer import Region as OptRegion
+
+OPEN_STATES = (JobState.PENDING, JobState.PLANNED)
+HOLDING_STATES = (JobState.DISPATCHING, JobState.SUBMITTED, JobState.RUNNING)
+FINAL_REASONS = {
+    UnplannedReason.INVALID_JOB, UnplannedReason.DEADLINE_BEFORE_RELEASE, UnplannedReason.NO_ELIGIBLE_REGION,
+    UnplannedReason.NO_ELIGIBLE_HARDWARE, UnplannedReason.POWER_BUDGET_TOO_LOW,
+}
+STATUS = {"optimal": PlanStatus.OPTIMAL, "feasible": PlanStatus.FEASIBLE, "empty": PlanStatus.EMPTY}
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    """What a stored plan holds, in brief."""
+
+    plan_id: int
+    status: PlanStatus
+    objective_value: float | None
+    best_bound: float | None
+    gap_pct: float | None
+    n_assigned: int
+    n_unplanned: int
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """One placement of a job and what it uses [kWh], costs [currency] and emits [kgCO2eq]."""
+
+    region: str
+    hardware: str
+    start_at: datetime
+    end_at: datetime
+    energy_kwh: float
+    cost: float
+    carbon_kg: float
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """A proposed job planned into the current fleet, against running it now."""
+
+    planned: Figures | None
+    run_now: Figures | None
+    reason: str | None
+    currency: str
+    note: str = ""
+
+
+def objective_of(settings: Settings, objective: str) -> Objective:
+    """Optimizer objective from its name (cost, carbon, weighted)."""
+    try:
+        kind = ObjectiveKind(objective)
+    except ValueError:
+        valid = ", ".join(k.value for k in ObjectiveKind if k is not ObjectiveKind.CARBON_WITH_COST_CAP)
+        raise ValidationFailed("unknown objective", [FieldError("objective", f"valid: {valid}")]) from None
+    if kind is ObjectiveKind.CARBON_WITH_COST_CAP:
+        cap = settings.extra.get("cost_cap")
+        return Objective(kind, cost_cap=float(cap) if cap is not None else None)
+    return Objective(kind, carbon_price_per_tonne=settings.carbon_price_per_tonne)
+
+
+def _series(session: Session, zone: str, kind: SeriesKind, slots: list[datetime], end: datetime) -> list[float]:
+    """Value per slot start: latest succeeded forecast point of the hour, else the realised point, else NaN."""
+    start = slots[0]
+    hourly: dict[datetime, float] = {}
+    for row in session.scalars(
+        select(MarketSeries)
+        .where(MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start - timedelta(hours=1),
+               MarketSeries.ts < end)
+        .order_by(MarketSeries.ts, MarketSeries.id)
+    ):
+        hourly[row.ts] = row.value
+    rows = session.execute(
+        select(ForecastPoint.ts, ForecastPoint.value)
+        .join(ForecastRun, ForecastRun.id == ForecastPoint.run_id)
+        .where(ForecastRun.zone == zone, ForecastRun.kind == kind, ForecastRun.status == ForecastRunStatus.SUCCEEDED,
+               ForecastPoint.ts >= start - timedelta(hours=1), ForecastPoint.ts < end)
+        .order_by(ForecastRun.issued_at, ForecastRun.id)
+    )
+    for ts, value in rows:  # later runs overwrite earlier ones
+        hourly[ts] = value
+    out = []
+    for t in slots:
+        hour = t.replace(minute=0, second=0, microsecond=0)
+        v = hourly.get(hour)
+        out.append(float(v) if v is not None else math.nan)
+    return out
+
+
+def _slot(start: datetime, slot_minutes: int, at: datetime, *, up: bool) -> int:
+    minutes = (at - start).total_seconds() / 60.0
+    return math.ceil(minutes / slot_minutes - 1e-9) if up else math.floor(minutes / slot_minutes + 1e-9)
+
+
+def to_opt_job(fields: dict[str, Any], job_id: str, fleet: FleetSnapshot, start: datetime, slot_minutes: int) -> OptJob:
+    """Optimizer job from a job row's fields (as stored or as submitted)."""
+    cls = str(fields.get("workload_class") or "training")
+    durations = {hw: max(1, math.ceil(m / slot_minutes - 1e-9)) for hw, m in job_service.durations_for(fields, fleet).items()}
+    power = {hw: fleet.power_w(hw, cls) / 1000.0 for hw in durations}
+    regions = list(fields.get("allowed_regions") or fleet.regions)
+    tag = fields.get("residency_tag")
+    if tag:
+        regions = [r for r in regions if tag in fleet.regions[r].residency_tags]
+    ref = fields.get("reference_hardware")
+    return OptJob(
+        job_id=job_id, gpus=int(fields["gpu_count"]), duration_slots=durations,
+        release_slot=max(0, _slot(start, slot_minutes, fields["release_at"], up=True)),
+        deadline_slot=_slot(start, slot_minutes, fields["deadline_at"], up=False),
+        power_kw_per_gpu=power, memory_gb_per_gpu=float(fields.get("memory_gb_per_gpu") or 0.0),
+        allowed_regions=tuple(regions), allowed_hardware=tuple(fields["allowed_hardware"]) if fields.get("allowed_hardware") else None,
+        home_region=fields.get("home_region"), preferred_hardware=ref if ref in durations else None,
+        priority=max(0, int(fields.get("priority") or 0)) + 1, interruptible=bool(fields.get("interruptible")),
+        min_chunk_slots=max(1, math.ceil((fields.get("min_chunk_minutes") or slot_minutes) / slot_minutes - 1e-9)),
+        checkpoint_overhead_slots=math.ceil((fields.get("checkpoint_overhead_minutes") or 0) / slot_minutes - 1e-9),
+    )
+
+
+def _fields(job: Job) -> dict[str, Any]:
+    return {k: getattr(job, k) for k in job_service.JOB_COLUMNS}
+
+
+def build_problem(session: Session, settings: Settings, *, now: datetime, horizon_hours: int, objective: str,
+                  jobs: Sequence[tuple[str, dict[str, Any]]]) -> tuple[OptProblem, FleetSnapshot]:
+    """The Problem for ``jobs`` (``(job_id, fields)``) over the fleet, with held capacity taken off."""
+    sm = settings.slot_minutes
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=now.minute % sm if sm <= 60 else 0)
+    n = max(1, math.ceil(horizon_hours * 60 / sm))
+    end = start + timedelta(minutes=sm * n)
+    slots = [start + timedelta(minutes=sm * k) for k in range(n)]
+    fleet = snapshot(session)
+    hw_rows = {h.code: h for h in session.scalars(select(HardwareType))}
+    hardware = tuple(OptHardware(c, h.memory_gb, h.tdp_w / 1000.0, fleet.throughput(c, "default")) for c, h in hw_rows.items())
+    held_gpu: dict[tuple[str, str], list[int]] = {}
+    held_kw: dict[str, list[float]] = {}
+    current = session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()))
+    if current is not None:
+        for a in session.scalars(
+            select(Assignment).join(Job, Job.id == Assignment.job_id)
+            .where(Assignment.plan_id == current.id, Job.state.in_(HOLDING_STATES), Assignment.end_at > start)
+            .options(selectinload(Assignment.job), selectinload(Assignment.region), selectinload(Assignment.hardware_type))
+        ):
+            r, h, job = a.region.code, a.hardware_type.code, a.job
+            kw = job.gpu_count * fleet.power_w(h, job.workload_class.value) / 1000.0 * a.region.pue
+            gpu = held_gpu.setdefault((r, h), [0] * n)
+            power = held_kw.setdefault(r, [0.0] * n)
+            for k in range(max(0, _slot(start, sm, a.start_at, up=False)), min(n, _slot(start, sm, a.end_at, up=True))):
+                gpu[k] += job.gpu_count
+                power[k] += kw
+    regions = []
+    fx = dict(settings.extra.get("fx_rates", {}))
+    for reg in session.scalars(select(Region).options(selectinload(Region.overrides)).order_by(Region.code)):
+        budget = [reg.power_budget_kw] * n
+        overridden: set[int] = set()
+        for o in reg.overrides:  # an override sets the budget of the slots it touches; the lowest one wins
+            for k in range(max(0, _slot(start, sm, o.start_at, up=False)), min(n, _slot(start, sm, o.end_at, up=True))):
+                budget[k] = min(budget[k], o.power_kw) if k in overridden else o.power_kw
+                overridden.add(k)
+        info = fleet.regions[reg.code]
+        per_slot = {hw: tuple(max(0, cnt - held_gpu[(reg.code, hw)][k]) for k in range(n))
+                    for hw, cnt in info.inventory.items() if (reg.code, hw) in held_gpu}
+        if reg.currency != settings.reporting_currency and reg.currency not in fx:
+            raise ValidationFailed("missing exchange rate", [FieldError(
+                f"regions.{reg.code}.currency",
+                f"{reg.currency} prices need settings.extra['fx_rates'][{reg.currency!r}] in {settings.reporting_currency}")])
+        regions.append(OptRegion(
+            reg.code, tuple(_series(session, reg.zone, SeriesKind.PRICE, slots, end)),
+            tuple(_series(session, reg.zone, SeriesKind.CARBON_INTENSITY, slots, end)), tuple(budget),
+            dict(info.inventory), pue=reg.pue, base_load_kw=tuple(held_kw[reg.code]) if reg.code in held_kw else None,
+            inventory_per_slot=per_slot, currency=reg.currency,
+        ))
+    opt_jobs = tuple(to_opt_job(f, jid, fleet, start, sm) for jid, f in jobs)
+    problem = OptProblem(start, sm, n, tuple(regions), hardware, opt_jobs, objective=objective_of(settings, objective),
+                         currency=settings.reporting_currency, fx_rates=fx)
+    return problem, fleet
+
+
+def _params(settings: Settings) -> SolveParams:
+    return SolveParams(time_limit_s=settings.plan_time_limit_s, num_workers=2, random_seed=0)
+
+
+def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_hours: int, objective: str,
+               trigger: str) -> PlanRecord:
+    """Plan every open job, store the plan as the current one and update job states; no commit.
+
+    Parameters
+    ----------
+    session : Session
+        Database session (the caller commits).
+    settings : Settings
+        Slot length [min], time limit [s], carbon price [currency/t], reporting currency.
+    now : datetime
+        Aware UTC time the plan starts from.
+    horizon_hours : int
+        Planning horizon [h].
+    objective : str
+        ``cost``, ``carbon`` or ``weighted``.
+    trigger : str
+        Why the plan runs (nightly, hourly, manual, failure...).
+    """
+    open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
+    problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
+                               jobs=[(str(j.id), _fields(j)) for j in open_jobs])
+    plan = get_solver("gridshift")(problem, _params(settings))
+    report = check_plan(problem, plan)
+    run_now = SOLVERS["run_now"](problem, _params(settings))
+    end = problem.slot_start(problem.n_slots)
+    status = STATUS.get(str(plan.status), PlanStatus.FAILED)
+    stats = {"solve": {"wall_s": plan.stats.wall_s, "phases": dict(plan.stats.phases), "notes": list(plan.stats.notes),
+                       "classes": plan.stats.num_classes, "options": plan.stats.num_options},
+             "cost": plan.cost, "carbon_kg": plan.carbon_kg, "energy_kwh": plan.energy_kwh,
+             "run_now": {"cost": run_now.cost, "carbon_kg": run_now.carbon_kg, "energy_kwh": run_now.energy_kwh}}
+    if not report.ok:  # never store a plan that breaks a constraint
+        status, stats["violations"] = PlanStatus.FAILED, list(report.violations[:20])
+    session.execute(update(Plan).where(Plan.is_current.is_(True)).values(is_current=False))
+    record = Plan(horizon_start=problem.start, horizon_end=end, slot_minutes=problem.slot_minutes, objective=objective,
+                  solver="gridshift", trigger=trigger, status=status, objective_value=plan.objective,
+                  best_bound=plan.best_bound, gap_pct=plan.gap_pct, is_current=True, stats=stats, created_at=now)
+    session.add(record)
+    session.flush()
+    region_ids = dict(session.execute(select(Region.code, Region.id)).all())
+    hw_ids = dict(session.execute(select(HardwareType.code, HardwareType.id)).all())
+    by_id = {str(j.id): j for j in open_jobs}
+    n_assigned = 0
+    if status is not PlanStatus.FAILED:
+        for a in plan.assignments:
+            counter = run_now.assignment_of(a.job_id)
+            chunks = [[problem.slot_start(c.start_slot).isoformat(), problem.slot_start(c.end_slot).isoformat()]
+                      for c in a.chunks] if len(a.chunks) > 1 else None
+            session.add(Assignment(
+                plan_id=record.id, job_id=int(a.job_id), region_id=region_ids[a.region], hardware_type_id=hw_ids[a.hardware],
+                start_at=problem.slot_start(a.start_slot), end_at=problem.slot_start(a.end_slot), chunks=chunks,
+                energy_kwh=a.energy_kwh, cost=a.cost, currency=problem.currency, carbon_kg=a.carbon_kg,
+                run_now_energy_kwh=counter.energy_kwh if counter else None, run_now_cost=counter.cost if counter else None,
+                run_now_carbon_kg=counter.carbon_kg if counter else None,
+            ))
+            job = by_id[a.job_id]
+            if job.state is not JobState.PLANNED:
+                job_service.set_state(session, job, JobState.PLANNED, f"plan {record.id}", at=now)
+            job.state_reason = None
+            n_assigned += 1
+        unplanned = plan.unplanned
+    else:
+        unplanned = ()
+    horizon_end = end
+    for u in unplanned:
+        session.add(UnplannedJob(plan_id=record.id, job_id=int(u.job_id), reason=str(u.reason), detail=u.detail))
+        job = by_id[u.job_id]
+        final = u.reason in FINAL_REASONS or job.deadline_at <= now or (
+            u.reason is UnplannedReason.WINDOW_TOO_SHORT and job.deadline_at <= horizon_end)
+        message = f"plan {record.id}: {u.reason}" + (f" ({u.detail})" if u.detail else "")
+        if final:
+            job_service.set_state(session, job, JobState.UNSCHEDULABLE, message, at=now)
+        elif job.state is not JobState.PENDING:
+            job_service.set_state(session, job, JobState.PENDING, message, at=now)
+        job.state_reason = message
+    session.flush()
+    return PlanRecord(record.id, status, plan.objective, plan.best_bound, plan.gap_pct, n_assigned, len(unplanned))
+
+
+def _figures(problem: OptProblem, plan: OptPlan) -> Figures | None:
+    a = plan.assignment_of("preview")
+    if a is None:
+        return None
+    return Figures(a.region, a.hardware, problem.slot_start(a.start_slot), problem.slot_start(a.end_slot),
+                   a.energy_kwh, a.cost, a.carbon_kg)
+
+
+def preview_job(session: Session, settings: Settings, job_fields: dict[str, Any], now: datetime) -> Preview:
+    """Where and when a proposed job would run next to the current plan, against running it now; stores nothing.
+
+    Capacity used by jobs in the current plan (planned or already running) is taken off first, so the
+    preview fits around the existing work.
+    """
+    horizon = max(settings.horizon_hours, math.ceil((job_fields["deadline_at"] - now).total_seconds() / 3600.0))
+    problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon, objective=settings.objective,
+                               jobs=[("preview", job_fields)])
+    problem = _reserve_planned(session, problem)
+    plan = get_solver("gridshift")(problem, SolveParams(time_limit_s=min(2.0, settings.plan_time_limit_s)))
+    run_now = SOLVERS["run_now"](problem, None)
+    planned, counter = _figures(problem, plan), _figures(problem, run_now)
+    reason = None if planned is not None else str(plan.unplanned[0].reason) if plan.unplanned else "not planned"
+    note = ""
+    if counter is not None and counter.end_at > job_fields["deadline_at"]:
+        note = "running now would queue past the deadline"
+    return Preview(planned, counter, reason, problem.currency, note)
+
+
+def _reserve_planned(session: Session, problem: OptProblem) -> OptProblem:
+    """Take the capacity of the current plan's planned jobs off the problem's regions."""
+    current = session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()))
+    if current is None:
+        return problem
+    n, sm = problem.n_slots, problem.slot_minutes
+    regions = {r.name: r for r in problem.regions}
+    gpu: dict[tuple[str, str], list[int]] = {}
+    kw: dict[str, list[float]] = {}
+    for a in session.scalars(
+        select(Assignment).join(Job, Job.id == Assignment.job_id)
+        .where(Assignment.plan_id == current.id, Job.state == JobState.PLANNED)
+        .options(selectinload(Assignment.job), selectinload(Assignment.region), selectinload(Assignment.hardware_type))
+    ):
+        r, h = a.region.code, a.hardware_type.code
+        if r not in regions:
+            continue
+        power = a.energy_kwh / max(1e-9, (a.end_at - a.start_at).total_seconds() / 3600.0)
+        g, p = gpu.setdefault((r, h), [0] * n), kw.setdefault(r, [0.0] * n)
+        for k in range(max(0, _slot(problem.start, sm, a.start_at, up=False)), min(n, _slot(problem.start, sm, a.end_at, up=True))):
+            g[k] += a.job.gpu_count
+            p[k] += power
+    new = []
+    for r in problem.regions:
+        per_slot = dict(r.inventory_per_slot)
+        for (rc, h), used in gpu.items():
+            if rc == r.name:
+                per_slot[h] = tuple(max(0, r.gpus_at(h, k) - used[k]) for k in range(n))
+        base = tuple(r.base_kw_at(k) + kw.get(r.name, [0.0] * n)[k] for k in range(n))
+        new.append(OptRegion(r.name, r.price_per_mwh, r.carbon_g_per_kwh, r.power_budget_kw, r.inventory, r.pue, base,
+                             per_slot, r.currency))
+    return OptProblem(problem.start, sm, n, tuple(new), problem.hardware, problem.jobs, problem.objective,
+                      problem.currency, problem.fx_rates, problem.cost_scale)

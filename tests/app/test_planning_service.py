@@ -1,0 +1,130 @@
+"""Planning service: Problem from the database, solved, stored as the current plan; job states; previews."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from app.enums import JobState, PlanStatus, SeriesKind, WorkloadClass
+from app.models import Assignment, Job, MarketSeries, Plan, PowerBudgetOverride, Region, UnplannedJob
+from app.services import auth
+from app.services.planning import plan_fleet, preview_job
+
+
+def add_series(session, zone: str, start: datetime, prices: list[float], carbon: list[float] | None = None) -> None:
+    for k, p in enumerate(prices):
+        ts = start + timedelta(hours=k)
+        session.add(MarketSeries(zone=zone, kind=SeriesKind.PRICE, ts=ts, value=p, unit="EUR/MWh"))
+        c = carbon[k] if carbon is not None else 300.0
+        session.add(MarketSeries(zone=zone, kind=SeriesKind.CARBON_INTENSITY, ts=ts, value=c, unit="gCO2eq/kWh"))
+    session.commit()
+
+
+def add_job(session, now: datetime, **over) -> Job:
+    if _tenant_id(session) is None:
+        auth.create_tenant(session, "acme")
+        session.flush()
+    fields = dict(tenant_id=_tenant_id(session), name="job", workload_class=WorkloadClass.TRAINING, gpu_count=4,
+                  reference_gpu_hours=8.0, reference_hardware="h100", release_at=now,
+                  deadline_at=now + timedelta(hours=24), home_region="de", state=JobState.PENDING)
+    fields.update(over)
+    job = Job(**fields)
+    session.add(job)
+    session.commit()
+    return job
+
+
+def _tenant_id(session) -> int | None:
+    from app.models import Tenant
+
+    return session.scalar(select(Tenant.id).where(Tenant.slug == "acme"))
+
+
+# DE: dear except hours 5-6; FI: flat 60 EUR/MWh
+DE_PRICES = [100.0] * 5 + [10.0, 10.0] + [100.0] * 65
+FI_PRICES = [60.0] * 72
+
+
+@pytest.fixture
+def market(session, small_fleet, now):
+    add_series(session, "DE", now, DE_PRICES)
+    add_series(session, "FI", now, FI_PRICES)
+
+
+def test_plan_fleet_stores_current_plan_with_run_now_counterfactual(session, settings, market, now):
+    job = add_job(session, now, gpu_count=4, reference_gpu_hours=8.0, allowed_regions=["de"], allowed_hardware=["h100"])
+    record = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    assert record.n_assigned == 1 and record.n_unplanned == 0
+    plan = session.get(Plan, record.plan_id)
+    assert plan.is_current and plan.status in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE)
+    a = session.scalar(select(Assignment).where(Assignment.plan_id == plan.id))
+    # 8 GPU-hours on 4 H100 = 2 h; the two cheap DE hours start at now + 5 h
+    assert a.start_at == now + timedelta(hours=5) and a.end_at == now + timedelta(hours=7)
+    # 4 GPUs x (90 + 0.85 x 610) W x 2 h x PUE 1.2 at 10 EUR/MWh
+    energy = 4 * (90 + 0.85 * 610) / 1000 * 2 * 1.2
+    assert math.isclose(a.energy_kwh, energy, rel_tol=1e-6)
+    assert math.isclose(a.cost, energy * 10 / 1000, rel_tol=1e-6)
+    assert math.isclose(a.run_now_cost, energy * 100 / 1000, rel_tol=1e-6)  # starts at release in DE
+    session.refresh(job)
+    assert job.state is JobState.PLANNED
+    second = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="hourly")
+    session.commit()
+    assert session.scalar(select(func.count()).select_from(Plan).where(Plan.is_current.is_(True))) == 1
+    assert session.get(Plan, second.plan_id).is_current
+
+
+def test_job_that_can_never_fit_becomes_unschedulable_and_capacity_keeps_pending(session, settings, market, now):
+    too_big = add_job(session, now, gpu_count=64, name="too-big")
+    late = add_job(session, now, gpu_count=16, reference_gpu_hours=16 * 4.0, allowed_regions=["de"],
+                   allowed_hardware=["h100"], deadline_at=now + timedelta(hours=4), name="takes-all")
+    crowded = add_job(session, now, gpu_count=16, reference_gpu_hours=16 * 4.0, allowed_regions=["de"],
+                      allowed_hardware=["h100"], deadline_at=now + timedelta(hours=4), name="no-room")
+    record = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    reasons = dict(session.execute(select(UnplannedJob.job_id, UnplannedJob.reason).where(
+        UnplannedJob.plan_id == record.plan_id)).all())
+    assert reasons[too_big.id] == "no_eligible_hardware"
+    session.refresh(too_big)
+    assert too_big.state is JobState.UNSCHEDULABLE
+    # only one of the two 16-GPU jobs fits the 16 DE H100s before the deadline
+    left = [j for j in (late, crowded) if j.id in reasons]
+    assert len(left) == 1 and reasons[left[0].id] == "capacity"
+    session.refresh(left[0])
+    assert left[0].state is JobState.PENDING and "capacity" in left[0].state_reason
+
+
+def test_missing_prices_leave_the_job_pending_with_the_reason(session, settings, small_fleet, now):
+    job = add_job(session, now, allowed_regions=["de"])  # no market data at all
+    record = plan_fleet(session, settings, now=now, horizon_hours=24, objective="cost", trigger="manual")
+    session.commit()
+    assert record.n_unplanned == 1
+    session.refresh(job)
+    assert job.state is JobState.PENDING and "invalid_prices" in job.state_reason
+
+
+def test_power_budget_override_moves_the_job(session, settings, market, now):
+    region = session.scalar(select(Region).where(Region.code == "de"))
+    session.add(PowerBudgetOverride(region_id=region.id, start_at=now + timedelta(hours=5),
+                                    end_at=now + timedelta(hours=7), power_kw=1.0, reason="demand response"))
+    session.commit()
+    add_job(session, now, allowed_regions=["de"], allowed_hardware=["h100"])
+    record = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    a = session.scalar(select(Assignment).where(Assignment.plan_id == record.plan_id))
+    assert a.end_at <= now + timedelta(hours=5) or a.start_at >= now + timedelta(hours=7)
+
+
+def test_preview_compares_with_run_now_and_stores_nothing(session, settings, market, now):
+    fields = dict(name="p", workload_class=WorkloadClass.TRAINING, gpu_count=4, reference_gpu_hours=8.0,
+                  reference_hardware="h100", release_at=now, deadline_at=now + timedelta(hours=24),
+                  allowed_regions=["de"], allowed_hardware=["h100"], home_region="de", priority=0,
+                  interruptible=False, checkpoint_overhead_minutes=0, min_chunk_minutes=60, memory_gb_per_gpu=0.0)
+    result = preview_job(session, settings, fields, now)
+    assert result.planned.start_at == now + timedelta(hours=5)
+    assert result.run_now.start_at == now
+    assert result.planned.cost < result.run_now.cost
+    assert session.scalar(select(func.count()).select_from(Plan)) == 0
