@@ -91,7 +91,11 @@ class LocalConnector:
             },
             "meter_interval_s": {"type": "number", "minimum": 0.1, "default": 2.0},
             "shell": {"type": "string", "default": "/bin/sh"},
-            "workdir": {"type": ["string", "null"], "default": None},
+            "workdir": {
+                "type": ["string", "null"],
+                "default": None,
+                "description": "job cwd; null: its run dir",
+            },
         },
     }
 
@@ -260,6 +264,19 @@ class LocalConnector:
             ) from exc
         if proc.returncode != 0:
             raise ConnectorError(f"local supervisor for {run_dir.name} failed to start", retryable=True)
+
+
+def _kill_leftovers(pgid: int, run_key: str) -> None:
+    """SIGKILL the job processes a dead supervisor left in its process group (checked by their run key)."""
+    marker = f"GRIDSHIFT_RUN_KEY={run_key}\0".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) == pgid and marker in (entry / "environ").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+        except OSError:
+            continue
 
 
 def _dt(text: str | None) -> datetime | None:

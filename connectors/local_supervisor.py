@@ -222,7 +222,7 @@ class Supervisor:
             self.child = subprocess.Popen(
                 [self.spec["shell"], "-c", self.spec["command"]],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=self.spec.get("workdir") or None,
+                env=env, cwd=self.spec.get("workdir") or str(self.run_dir),
             )  # fmt: skip
         self.save(status="running", started_at=utc_now().isoformat(), job_pid=self.child.pid,
                   devices=devices, message="")  # fmt: skip

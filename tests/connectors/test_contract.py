@@ -89,7 +89,7 @@ def test_cancel_stops_a_running_job(connector: ClusterConnector) -> None:
 
 
 def test_begin_at_in_the_future_delays_the_start(connector: ClusterConnector) -> None:
-    begin = datetime.now(UTC) + timedelta(seconds=4)
+    begin = datetime.now(UTC) + timedelta(seconds=2.5)
     spec = JobSpec(run_key=run_key("later"), name="contract later", command="true", hardware="h100",
                    gpu_count=1, begin_at=begin)  # fmt: skip
     job_id = connector.submit(spec)

@@ -110,13 +110,30 @@ def test_a_killed_supervisor_is_reported_failed(local: LocalConnector) -> None:
     deadline = time.monotonic() + 10
     while local.poll(job_id).status is not RunStatus.RUNNING and time.monotonic() < deadline:
         time.sleep(0.05)
+    deadline = time.monotonic() + 10
+    while not (local.run_dir(job_id) / "child.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     state = read_json(local.run_dir(job_id) / "state.json") or {}
-    os.killpg(state["supervisor_pid"], signal.SIGKILL)
+    os.kill(state["supervisor_pid"], signal.SIGKILL)  # the supervisor alone: its job lives on, orphaned
     time.sleep(0.2)
     polled = local.poll(job_id)
     assert polled.status is RunStatus.FAILED
     assert "supervisor process lost" in polled.message
     assert local.capacity().gpus_free["h100"] == 4
+    child = int((local.run_dir(job_id) / "child.pid").read_text())
+    assert wait_gone(child), "the orphaned job process was not stopped"
+
+
+def wait_gone(pid: int, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if ") Z " in Path(f"/proc/{pid}/stat").read_text():
+                return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_meter_reads_the_nvml_total_energy_counter(monkeypatch: pytest.MonkeyPatch) -> None:
