@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -105,3 +106,32 @@ def test_pages_fit_a_390px_phone(browser, live_server):
             assert page.locator("nav a").first.is_visible()
     finally:
         context.close()
+
+
+def test_batch_upload_reads_times_in_the_users_zone_and_names_bad_lines(page, live_server, tmp_path):
+    sign_in(page, live_server, "render-farm", "/ui/submit")
+    berlin = ZoneInfo("Europe/Berlin")  # the browser context's time zone (see the page fixture)
+    day = (datetime.now(berlin) + timedelta(days=1)).date()
+    release = datetime.combine(day, time(10, 0), berlin)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,gpu_count,reference_gpu_hours,release_at,deadline_at\n"
+                   f"r1,2,4,{day} 10:00,{day + timedelta(days=1)} 10:00\n"
+                   f"r2,100000,4,{day} 10:00,{day + timedelta(days=1)} 10:00\n")
+    page.set_input_files("#batch-file", str(bad))
+    page.click("#batch-btn")
+    err = page.wait_for_selector("#batch-error").inner_text()
+    assert "jobs[1].gpu_count" in err and "jobs[0]" not in err
+    good = tmp_path / "good.csv"
+    good.write_text("name,workload_class,gpu_count,reference_gpu_hours,release_at,deadline_at,allowed_regions\n"
+                    f"r1,rendering,2,4,{day} 10:00,{day + timedelta(days=1)} 10:00,fr-par;es-mad\n"
+                    f"r2,rendering,1,2,{day} 10:00,{day + timedelta(days=1)} 10:00,\n")
+    page.set_input_files("#batch-file", str(good))
+    page.click("#batch-btn")
+    assert "Stored 2 jobs" in page.wait_for_selector("#batch-ok").inner_text()
+    page.click("#batch-ok a")
+    page.wait_for_selector("#jobs-table tr[data-job-id]")
+    assert page.locator("#jobs-table tr[data-job-id]").count() == 2
+    jobs = page.evaluate("async () => (await (await fetch('/api/v1/jobs?limit=10')).json()).items")
+    first = next(j for j in jobs if j["name"] == "r1")
+    assert datetime.fromisoformat(first["release_at"]) == release  # 10:00 Berlin, stored as UTC
+    assert first["allowed_regions"] == ["fr-par", "es-mad"]
