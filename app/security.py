@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 
-from flask import Flask, g, request
+from flask import Flask, current_app, g, request
 from flask_limiter import Limiter
 from werkzeug.wrappers import Response
 
@@ -76,11 +76,73 @@ def build_limiter(settings: Settings) -> Limiter:
 def _harden(resp: Response) -> Response:
     for name, value in _HEADERS.items():
         resp.headers.setdefault(name, value)
+    if resp.status_code == 405 and "Allow" not in resp.headers:
+        # the problem+json renderer builds a new response; RFC 9110 requires a 405 to list the allowed methods
+        try:
+            allowed = current_app.url_map.bind_to_environ(request.environ).allowed_methods()
+        except Exception:  # a header must never turn a 405 into a 500
+            allowed = []
+        resp.headers["Allow"] = ", ".join(sorted(allowed))
     if request.path.startswith("/api/v1") and not request.path.startswith("/api/v1/docs"):
         # API answers may carry tokens shown once and tenant data: never cached by a proxy or browser.
         resp.headers.setdefault("Cache-Control", "no-store")
         resp.headers.setdefault("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
     return resp
+
+
+PROBLEM = "application/problem+json"
+PROBLEM_SCHEMA = {
+    "type": "object",
+    "description": "RFC 9457 problem details; `errors` names each offending field",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["field", "message"],
+                "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+            },
+        },
+    },
+}
+
+
+def document_problem_responses(app: Flask) -> None:
+    """Make the OpenAPI document say what the API sends on errors: ``application/problem+json`` bodies.
+
+    flask-smorest documents its error responses as ``application/json`` with its own ``Error`` schema; every
+    error here is rendered by ``app.api.problem`` instead, so the document is corrected to match.
+    """
+    api = app.extensions.get("gridshift_api")
+    if api is None:
+        return
+    components = api.spec.components
+    components.schemas["Error"] = PROBLEM_SCHEMA
+    for store in (components.responses, components.responses_lazy):
+        for response in store.values():
+            content = response.get("content", {})
+            if "application/json" in content and content["application/json"].get("schema", {}).get(
+                "$ref", ""
+            ).endswith("/Error"):
+                content[PROBLEM] = content.pop("application/json")
+
+
+MAX_ID = 2**31 - 1  # ids are INTEGER columns; a larger path id cannot exist
+
+
+def _ids_in_range() -> Response | None:
+    """A path id beyond the id columns' range is simply not found (instead of a database overflow error)."""
+    for name, value in (request.view_args or {}).items():
+        if isinstance(value, int) and not 0 <= value <= MAX_ID:
+            from app.api import problem
+
+            return problem(404, "Not found", f"{name} {value} not found")
+    return None
 
 
 def init_app(app: Flask) -> None:
@@ -101,4 +163,6 @@ def init_app(app: Flask) -> None:
     limiter = build_limiter(settings)
     limiter.init_app(app)
     app.extensions["gridshift_limiter"] = limiter
+    app.before_request(_ids_in_range)
     app.after_request(_harden)
+    document_problem_responses(app)

@@ -20,7 +20,9 @@ from tests.conftest import job_payload
 from tests.security.conftest import bearer
 from tests.security.test_isolation import ROUTES
 
-WRITE_ROUTES = [(m, r) for m, r, _a in ROUTES if m in ("POST", "PUT", "PATCH", "DELETE") and r.startswith("/api/")]
+WRITE_ROUTES = [
+    (m, r) for m, r, _a in ROUTES if m in ("POST", "PUT", "PATCH", "DELETE") and r.startswith("/api/")
+]
 
 
 def _valid_body(rule: str, now) -> Any:  # type: ignore[no-untyped-def]
@@ -34,7 +36,11 @@ def _valid_body(rule: str, now) -> Any:  # type: ignore[no-untyped-def]
     if rule == "/api/v1/tenants":
         return {"slug": "sneaky-tenant"}
     if rule.startswith("/api/v1/regions/<code>/overrides"):
-        return {"start_at": now.isoformat(), "end_at": (now + timedelta(hours=2)).isoformat(), "power_kw": 10.0}
+        return {
+            "start_at": now.isoformat(),
+            "end_at": (now + timedelta(hours=2)).isoformat(),
+            "power_kw": 10.0,
+        }
     if rule.startswith("/api/v1/regions/<code>/inventory"):
         return {"gpu_count": 1}
     if rule == "/api/v1/regions/<code>":
@@ -85,7 +91,13 @@ def test_readonly_tokens_cannot_write_anywhere(client, session, world, now, who)
         if method != "DELETE":
             kw["json"] = _valid_body(rule, now)
         resp = client.open(url, method=method, **kw)
-        assert resp.status_code == 403, (who, method, url, resp.status_code, resp.get_data(as_text=True)[:200])
+        assert resp.status_code == 403, (
+            who,
+            method,
+            url,
+            resp.status_code,
+            resp.get_data(as_text=True)[:200],
+        )
     assert _counts(session) == before
 
 
@@ -135,9 +147,13 @@ def test_submit_and_cancel_are_audited_with_the_actor(client, session, small_fle
 
     token = make_token(session, "team-a")
     job = client.post("/api/v1/jobs", json=job_payload(now), headers=bearer(token)).json
-    batch = client.post("/api/v1/jobs/batch", json={"jobs": [job_payload(now)] * 3}, headers=bearer(token)).json
+    batch = client.post(
+        "/api/v1/jobs/batch", json={"jobs": [job_payload(now)] * 3}, headers=bearer(token)
+    ).json
     client.post(f"/api/v1/jobs/{job['id']}/cancel", headers=bearer(token))
-    rows = session.execute(select(AuditEntry.action, AuditEntry.actor, AuditEntry.target_id, AuditEntry.details)).all()
+    rows = session.execute(
+        select(AuditEntry.action, AuditEntry.actor, AuditEntry.target_id, AuditEntry.details)
+    ).all()
     assert ("job.cancel", "team-a/team-a-member", str(job["id"])) in [r[:3] for r in rows]
     submits = [r for r in rows if r[0] == "jobs.submit"]
     assert {r[2] for r in submits} == {job["batch_id"], batch["batch_id"]}
@@ -170,8 +186,11 @@ def test_expired_and_revoked_tokens_are_refused(client, session, world):
 
 
 def test_new_token_is_shown_once_and_stored_hashed(client, session, world):
-    resp = client.post("/api/v1/tokens", json={"name": "ci", "role": "readonly", "expires_in_days": 1},
-                       headers=bearer(world.tokens["alpha-admin"]))
+    resp = client.post(
+        "/api/v1/tokens",
+        json={"name": "ci", "role": "readonly", "expires_in_days": 1},
+        headers=bearer(world.tokens["alpha-admin"]),
+    )
     assert resp.status_code == 201
     plaintext = resp.json["token"]
     row = session.get(ApiToken, resp.json["id"])

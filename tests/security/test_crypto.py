@@ -82,7 +82,9 @@ def test_keys_rotate_reencrypts_every_cluster_all_or_none(session, world, settin
     with pytest.raises(crypto.EncryptionKeyError, match="'c1'"):
         keys_cmd.rotate_all(session, (crypto.generate_key(), NEW))
     session.expire_all()
-    after = {r.name: r.secrets_encrypted for r in session.scalars(select(Cluster).where(Cluster.name.in_(before)))}
+    after = {
+        r.name: r.secrets_encrypted for r in session.scalars(select(Cluster).where(Cluster.name.in_(before)))
+    }
     assert after == before
 
 

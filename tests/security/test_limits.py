@@ -13,7 +13,9 @@ from tests.security.conftest import bearer
 
 @pytest.fixture
 def limited(settings):  # type: ignore[no-untyped-def]
-    app = create_app(replace(settings, rate_limit="5 per minute", max_content_length=64 * 1024, max_batch_jobs=50))
+    app = create_app(
+        replace(settings, rate_limit="5 per minute", max_content_length=64 * 1024, max_batch_jobs=50)
+    )
     yield app
     app.extensions["gridshift"].engine.dispose()
 
@@ -68,7 +70,9 @@ def test_hardening_headers_and_session_cookie_flags(client, settings):
 
 def test_redis_limit_storage_down_does_not_take_the_api_down(settings, session):
     # nothing listens on this port: the limiter falls back to in-process counters instead of failing requests
-    app = create_app(replace(settings, rate_limit="3 per minute", rate_limit_storage_url="redis://127.0.0.1:1/0"))
+    app = create_app(
+        replace(settings, rate_limit="3 per minute", rate_limit_storage_url="redis://127.0.0.1:1/0")
+    )
     client = app.test_client()
     token = make_token(session, "team-a")
     codes = [client.get("/api/v1/me", headers=bearer(token)).status_code for _ in range(4)]
@@ -89,7 +93,9 @@ def test_limit_is_shared_by_workers_through_redis(settings, session):
     limited = replace(settings, rate_limit="4 per minute", rate_limit_storage_url=url)
     workers = [create_app(limited), create_app(limited)]  # two gunicorn workers: one budget
     token = make_token(session, "team-a")
-    codes = [workers[i % 2].test_client().get("/api/v1/me", headers=bearer(token)).status_code for i in range(6)]
+    codes = [
+        workers[i % 2].test_client().get("/api/v1/me", headers=bearer(token)).status_code for i in range(6)
+    ]
     assert codes == [200] * 4 + [429] * 2
     for app in workers:
         app.extensions["gridshift"].engine.dispose()
