@@ -1,12 +1,14 @@
 """Schemathesis against /api/v1/openapi.json: generated requests for every operation, no 5xx, responses match.
 
 The generator runs as the operator's admin (the token that reaches the most code) on a small fleet with two
-tenants' data in it. By default the deterministic phases run (the schema's examples and its coverage phase:
-every boundary and type-violating value the schema implies, ~1,900 cases, ~35 s); add random fuzzing with
-``GRIDSHIFT_TEST_FUZZ_PHASES=examples,coverage,fuzzing`` (``GRIDSHIFT_TEST_FUZZ_EXAMPLES`` per operation). Every built-in check runs except two about the API's validation policy rather than its contract:
+tenants' data in it. By default the deterministic phases run: the schema's examples and its coverage phase (every
+boundary and type-violating value the schema implies; ~1,900 cases, ~35 s). Add random fuzzing with
+``GRIDSHIFT_TEST_FUZZ_PHASES=examples,coverage,fuzzing`` and ``GRIDSHIFT_TEST_FUZZ_EXAMPLES`` per operation.
+
+Every built-in check runs except two about the API's validation policy rather than its contract:
 ``positive_data_acceptance`` (the API rightly refuses some schema-valid requests on business rules no JSON schema
 expresses: a deadline too short for the work, a cursor it did not issue, an unknown region) and
-``negative_data_rejection`` (list and overview queries deliberately ignore unknown query parameters). ``FUZZ_EXAMPLES`` examples per operation (``GRIDSHIFT_TEST_FUZZ_EXAMPLES`` overrides it) give
+``negative_data_rejection`` (list and overview queries deliberately ignore unknown query parameters).
 The last test checks that at least 1,000 cases ran when the whole module ran.
 """
 
