@@ -188,6 +188,8 @@ class LocalConnector:
                 lost = (
                     "supervisor process lost" if state.get("supervisor_pid") else "supervisor never started"
                 )
+                if state.get("supervisor_pid"):
+                    _kill_leftovers(int(state["supervisor_pid"]), runtime_job_id)
                 state.update(status="failed", message=lost, finished_at=sup.utc_now().isoformat())
                 sup.write_json(self.run_dir(runtime_job_id) / "state.json", state)
                 with contextlib.suppress(FileNotFoundError):

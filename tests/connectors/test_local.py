@@ -105,8 +105,13 @@ def test_submit_is_idempotent_across_processes(tmp_path: Path) -> None:
 
 def test_a_killed_supervisor_is_reported_failed(local: LocalConnector) -> None:
     job_id = local.submit(
-        JobSpec(run_key="gs-orphan", name="o", command="sleep 30 & echo $! > child.pid; wait", hardware="h100",
-                gpu_count=1)  # fmt: skip
+        JobSpec(
+            run_key="gs-orphan",
+            name="o",
+            command="sleep 30 & echo $! > child.pid; wait",
+            hardware="h100",
+            gpu_count=1,
+        )
     )
     deadline = time.monotonic() + 10
     while local.poll(job_id).status is not RunStatus.RUNNING and time.monotonic() < deadline:
