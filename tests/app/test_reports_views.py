@@ -106,3 +106,48 @@ def test_overview_api_has_no_job_details(client, planned):
     body = client.get("/api/v1/overview?hours_back=2&hours_ahead=4", headers=auth(tokens["a"])).json
     assert {r["code"] for r in body["regions"]} == {"de", "fi"}
     assert "team-b" not in str(body) and "job" not in str(body).lower()
+
+
+@pytest.fixture
+def priced_fleet(session, small_fleet):
+    """The small fleet with hourly synthetic prices and carbon around the real clock (the API plans from now)."""
+    from datetime import UTC, datetime
+
+    from app.services import demo, market
+
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(days=1)
+    market.store(session, demo.synthetic_series(["DE", "FI"], start, start + timedelta(days=5), seed=3))
+    session.commit()
+    return start + timedelta(days=1)
+
+
+def test_preview_compares_plan_and_run_now_and_stores_nothing(client, session, priced_fleet):
+    token = make_token(session, "team-a")
+    now = priced_fleet
+    body = job_payload(now, release_at=(now + timedelta(hours=1)).isoformat(),
+                       deadline_at=(now + timedelta(hours=40)).isoformat(), home_region="de")
+    resp = client.post("/api/v1/plans/preview", json=body, headers=auth(token))
+    assert resp.status_code == 200, resp.json
+    p = resp.json
+    assert p["feasible"] and p["currency"] == "EUR"
+    assert p["planned"]["region"] in ("de", "fi") and p["run_now"]["region"] == "de"
+    assert p["saving_cost"] == pytest.approx(p["run_now"]["cost"] - p["planned"]["cost"])
+    assert p["planned"]["cost"] <= p["run_now"]["cost"] + 1e-9  # the planner never does worse than running now
+    assert client.get("/api/v1/jobs", headers=auth(token)).json["items"] == []
+    assert client.get("/api/v1/plans/current", headers=auth(token)).status_code == 404
+
+
+def test_operator_replan_puts_a_submitted_job_in_the_current_plan(client, session, priced_fleet):
+    member, ops = make_token(session, "team-a"), make_token(session, "ops", Role.ADMIN, operator=True)
+    now = priced_fleet
+    body = job_payload(now, release_at=(now + timedelta(hours=1)).isoformat(),
+                       deadline_at=(now + timedelta(hours=30)).isoformat())
+    job_id = client.post("/api/v1/jobs", json=body, headers=auth(member)).json["id"]
+    resp = client.post("/api/v1/plans", json={}, headers=auth(ops))
+    assert resp.status_code == 201, resp.json
+    assert [a["job_id"] for a in resp.json["assignments"]] == [job_id]
+    mine = client.get("/api/v1/plans/current", headers=auth(member)).json
+    assert [a["job_id"] for a in mine["assignments"]] == [job_id] and mine["trigger"] == "manual"
+    assert client.get(f"/api/v1/jobs/{job_id}", headers=auth(member)).json["state"] == "planned"
+    receipt = client.get(f"/api/v1/jobs/{job_id}/receipt", headers=auth(member)).json
+    assert receipt["basis"] == "planned" and receipt["region"] == mine["assignments"][0]["region"]
