@@ -1,0 +1,64 @@
+"""``gridshift hardware``: import the catalog, list profiles with their flags, record a profile, refuse bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from app import migrate
+from app.cli import main
+from app.config import Settings
+from tests.conftest import REPO
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An embedded-default deployment in tmp_path (SQLite under GRIDSHIFT_VAR_DIR), migrated."""
+    for var in ("GRIDSHIFT_DATABASE_URL", "GRIDSHIFT_BROKER_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GRIDSHIFT_VAR_DIR", str(tmp_path))
+    migrate.upgrade(Settings.from_env())
+    return tmp_path
+
+
+def gs(_tmp: Path, *args: str) -> SimpleNamespace:
+    res = CliRunner().invoke(main, list(args))
+    out = res.stdout
+    return SimpleNamespace(returncode=res.exit_code, stdout=out, stderr=res.stderr if res.stderr else out)
+
+
+def test_hardware_import_list_and_profile(cli_env):
+    tmp_path = cli_env
+    imported = gs(tmp_path, "hardware", "import")
+    assert imported.returncode == 0, imported.stderr
+    assert "8 hardware types, 4 new measured profiles" in imported.stdout
+    flagged = gs(tmp_path, "hardware", "list", "--flagged")
+    rows = [line.split() for line in flagged.stdout.splitlines() if line.startswith("h200")]
+    assert {r[1] for r in rows} == {"batch_inference", "rendering", "fine_tuning"}  # measured > 20 % off estimate
+    recorded = gs(tmp_path, "hardware", "profile", "--class", "rendering", "--hardware", "l40s",
+                  "--steps-per-s", "40", "--power-w", "290")
+    assert recorded.returncode == 0 and "within 20 %" in recorded.stdout, recorded.stderr
+    bad = gs(tmp_path, "hardware", "profile", "--class", "rendering", "--hardware", "l40s",
+             "--steps-per-s", "40", "--power-w", "-1")
+    assert bad.returncode != 0 and "power_w" in bad.stderr
+    unknown = gs(tmp_path, "hardware", "profile", "--class", "rendering", "--hardware", "gpu9",
+                 "--steps-per-s", "40", "--power-w", "100")
+    assert unknown.returncode != 0 and "known: a100" in unknown.stderr
+    listed = gs(tmp_path, "hardware", "list").stdout
+    l40s = next(line for line in listed.splitlines() if line.startswith("l40s") and "rendering" in line)
+    assert "290.0" in l40s and "measured" in l40s  # the bad attempts left the recorded profile in force
+
+
+def test_a_bad_catalog_file_is_rejected_whole(cli_env):
+    tmp_path = cli_env
+    entries = json.loads((REPO / "app" / "data" / "hardware_catalog.json").read_text())["hardware"]
+    entries[2]["idle_w"] = "lots"
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps({"hardware": entries}))
+    res = gs(tmp_path, "hardware", "import", "--file", str(path))
+    assert res.returncode != 0 and "hardware[2].idle_w" in res.stderr
+    assert "h100" not in gs(tmp_path, "hardware", "list").stdout
