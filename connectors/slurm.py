@@ -258,11 +258,13 @@ class SlurmConnector:
     def _jobs_named(self, run_key: str) -> list[dict[str, Any]]:
         if self.rest is not None:
             return [self._from_rest(j) for j in self.rest.jobs_named(run_key)]
-        out = self._run("squeue", "--states=all", "-h", "-n", run_key, "-o", "%i")
-        ids = out.split()
-        if not ids:  # the controller forgot it (MinJobAge): ask the job completion log
-            ids = [line.split("|")[0] for line in self._sacct(["--name", run_key])]
-        jobs = [self._job(i) for i in ids]
+        out = self._run("squeue", "--states=all", "-h", "-n", run_key, "-o", "%i|%j|%T|%r")
+        jobs: list[dict[str, Any] | None] = []
+        for line in out.splitlines():
+            job_id, name, state, reason = [*line.split("|"), "", "", "", ""][:4]
+            jobs.append({"job_id": job_id, "name": name, "job_state": state, "state_reason": reason})
+        if not jobs:  # the controller forgot it (MinJobAge): ask the job completion log
+            jobs = [self._job(line.split("|")[0]) for line in self._sacct(["--name", run_key])]
         return [j for j in jobs if j is not None and j["name"] == run_key]
 
     def _job(self, job_id: str) -> dict[str, Any] | None:
