@@ -187,3 +187,29 @@ def test_every_scheduled_task_is_registered(app):
     assert ours <= set(celery.tasks) and "gridshift.dispatch.submit" in celery.tasks
     tick = beat_schedule(Settings())["dispatch-tick"]
     assert tick["options"]["expires"] <= Settings().visibility_timeout_s  # no message outlives redelivery
+
+
+def test_api_job_is_planned_by_the_planner_then_dispatched_and_run(app, client, session, small_fleet, tmp_path, eager):
+    pytest.importorskip("app.services.planning", reason="the planning service (plan_fleet) is not in this build")
+    add_local_clusters(session, tmp_path)
+    for zone in ("DE", "FI"):
+        add_market(session, zone, price_per_mwh=90.0, carbon_g_per_kwh=300.0, hours=80)  # covers the 72 h horizon
+    token = make_token(session, "team-a")
+    now = utcnow()
+    # Released an hour ago, so the current slot is open to it; with flat prices the planner starts it at once.
+    body = job_payload(now - timedelta(hours=1), deadline_at=(now + timedelta(hours=1)).isoformat(), gpu_count=1,
+                       reference_gpu_hours=0.5, command="sleep 0.2; echo planned-and-run")  # fmt: skip
+    created = client.post("/api/v1/jobs", json=body, headers={"Authorization": f"Bearer {token}"})
+    assert created.status_code == 201, created.json
+    job_id = created.json["id"]
+    with app.app_context():
+        planned = planning.replan.delay(trigger="test").get()
+    assert planned["n_assigned"] == 1, planned
+    session.expire_all()
+    assert session.get(Job, job_id).state == JobState.PLANNED
+    with app.app_context():
+        assert len(dispatch_tasks.tick.delay().get()["claimed"]) == 1
+    wait_for(lambda: dispatch_tasks_sync(app)["succeeded"])
+    (run,) = runs_of(session, job_id)
+    assert run.state == RunState.SUCCEEDED and run.energy_kwh > 0 and run.planned_start_at <= utcnow()
+    assert session.get(Job, job_id).state == JobState.SUCCEEDED
