@@ -73,32 +73,45 @@ class Scanner:
         return gpu_ok & kw_ok
 
     def best(
-        self, row: int, res: Residual
+        self, row: int, res: Residual, pairs: list[tuple[int, int, float]] | None = None
     ) -> tuple[float, float, tuple[int, int, int, int, int, int]] | None:
-        """``(score, objective, (r, h, s1, l1, s2, l2))`` of the best feasible option, or None."""
+        """``(score, objective, (r, h, s1, l1, s2, l2))`` of the best feasible option, or None.
+
+        ``pairs``, when given, lists ``(region, hardware, lower bound of its score)`` in increasing bound
+        order; the scan stops at the first pair whose bound cannot beat the best found (same answer, less work).
+        """
+        tb = self.tb
+        found: tuple[float, float, tuple[int, int, int, int, int, int]] | None = None
+        if pairs is None:
+            groups = [
+                (np.flatnonzero(tb.elig[row, :, h]), int(h)) for h in np.flatnonzero(tb.elig[row].any(axis=0))
+            ]
+            for rr, h in groups:
+                found = self._scan(row, res, rr, h, found)
+            return found
+        for r, h, lower in pairs:
+            if found is not None and lower >= found[0]:
+                break
+            found = self._scan(row, res, np.array([r]), h, found)
+        return found
+
+    def _scan(self, row, res, rr, h, found):
         tb = self.tb
         rel, dl = int(tb.rel[row]), int(tb.dl[row])
-        found: tuple[float, float, tuple[int, int, int, int, int, int]] | None = None
-        for h in np.flatnonzero(tb.elig[row].any(axis=0)):
-            rr = np.flatnonzero(tb.elig[row, :, h])
-            length = int(tb.dur[row, h])
-            last = dl - length
-            starts = np.arange(rel, last + 1)
-            obj, score, bad, power = self._score(row, rr, int(h), starts, length)
-            ok = self._fits(res, row, rr, int(h), rel, last, length, power) & ~bad
-            masked = np.where(ok, score, np.inf)
-            k = int(np.argmin(masked))
-            i, j = divmod(k, masked.shape[1])
-            if np.isfinite(masked[i, j]) and (found is None or masked[i, j] < found[0]):
-                found = (
-                    float(masked[i, j]),
-                    float(obj[i, j]),
-                    (int(rr[i]), int(h), int(starts[j]), length, 0, 0),
-                )
-            if tb.intr[row]:
-                two = self._two_chunks(row, res, rr, int(h), rel, dl, length)
-                if two is not None and (found is None or two[0] < found[0]):
-                    found = two
+        length = int(tb.dur[row, h])
+        last = dl - length
+        starts = np.arange(rel, last + 1)
+        obj, score, bad, power = self._score(row, rr, h, starts, length)
+        ok = self._fits(res, row, rr, h, rel, last, length, power) & ~bad
+        masked = np.where(ok, score, np.inf)
+        k = int(np.argmin(masked))
+        i, j = divmod(k, masked.shape[1])
+        if np.isfinite(masked[i, j]) and (found is None or masked[i, j] < found[0]):
+            found = (float(masked[i, j]), float(obj[i, j]), (int(rr[i]), h, int(starts[j]), length, 0, 0))
+        if tb.intr[row]:
+            two = self._two_chunks(row, res, rr, h, rel, dl, length)
+            if two is not None and (found is None or two[0] < found[0]):
+                found = two
         return found
 
     def _two_chunks(self, row, res, rr, h, rel, dl, length):
@@ -236,3 +249,220 @@ __all__ = [
     "penalised_objective",
     "place",
 ]
+
+
+class Candidates:
+    """Each job's best start per (region, hardware) pair, ordered by priced value (fast first tries)."""
+
+    def __init__(self, tb: Tables, found: list) -> None:
+        rows, r, h, s1, l1, s2, l2, val = (np.concatenate(x) for x in zip(*found, strict=True))
+        real = np.isfinite(val) & (
+            (l2 == 0) | (s2 >= s1 + l1 + 1)
+        )  # drop the bound's overlapping relaxations
+        order = np.lexsort((val[real], rows[real]))
+        self.r, self.h = r[real][order], h[real][order]
+        self.s1, self.l1, self.s2, self.l2 = (
+            s1[real][order],
+            l1[real][order],
+            s2[real][order],
+            l2[real][order],
+        )
+        self.val = val[real][order]
+        self.offsets = np.searchsorted(rows[real][order], np.arange(tb.J + 1))
+        # per (job, region, hardware): lowest priced value of any option there (two-chunk relaxations included)
+        key = (rows * tb.R + r) * tb.H + h
+        fin = np.isfinite(val)
+        key, v = key[fin], val[fin]
+        o = np.lexsort((v, key))
+        key, v = key[o], v[o]
+        first = np.concatenate(([True], key[1:] != key[:-1]))
+        key, v = key[first], v[first]
+        prow, rest = np.divmod(key, tb.R * tb.H)
+        pr, ph = np.divmod(rest, tb.H)
+        o = np.lexsort((v, prow))
+        self.pairs_row_off = np.searchsorted(prow[o], np.arange(tb.J + 1))
+        self.pr, self.ph, self.plb = pr[o], ph[o], v[o]
+
+    def pairs(self, row: int) -> list[tuple[int, int, float]]:
+        """``(region, hardware, lower bound)`` of ``row``'s eligible pairs, best bound first."""
+        lo, hi = self.pairs_row_off[row], self.pairs_row_off[row + 1]
+        return list(
+            zip(
+                self.pr[lo:hi].tolist(),
+                self.ph[lo:hi].tolist(),
+                (self.plb[lo:hi] - 1e-9).tolist(),
+                strict=True,
+            )
+        )
+
+
+def _fits_option(
+    tb: Tables, res: Residual, row: int, r: int, h: int, s1: int, l1: int, s2: int, l2: int
+) -> bool:
+    g = tb.g[row]
+    p = power_mw(tb.power_kw(row, r, h))
+    if res.gpu[r, h, s1 : s1 + l1].min() < g or res.kw[r, s1 : s1 + l1].min() < p:
+        return False
+    return l2 == 0 or (res.gpu[r, h, s2 : s2 + l2].min() >= g and res.kw[r, s2 : s2 + l2].min() >= p)
+
+
+def place_fast(
+    tb: Tables,
+    order: np.ndarray,
+    cand: Candidates,
+    *,
+    m: Multipliers | None = None,
+    nu: float = 0.0,
+    slack: float = 0.01,
+) -> Choice:
+    """Like :func:`place`, but first tries each job's per-pair best starts in priced order.
+
+    A job falls back to the full scan only when none of those fits, so most jobs cost a few slice checks.
+    """
+    ch = Choice.empty(tb.J)
+    res = Residual(tb)
+    scan = Scanner(tb, m, nu)
+    for row in order:
+        row = int(row)
+        taken = False
+        lo, hi = cand.offsets[row], cand.offsets[row + 1]
+        # only near-best candidates: past them, the full scan finds cheaper starts of the good pairs
+        limit = cand.val[lo] + slack * abs(cand.val[lo]) if hi > lo else 0.0
+        for k in range(lo, hi):
+            if cand.val[k] > limit:
+                break
+            opt = (
+                int(cand.r[k]),
+                int(cand.h[k]),
+                int(cand.s1[k]),
+                int(cand.l1[k]),
+                int(cand.s2[k]),
+                int(cand.l2[k]),
+            )
+            if _fits_option(tb, res, row, *opt):
+                ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = opt
+                taken = True
+                break
+        if not taken:
+            found = scan.best(row, res, cand.pairs(row))
+            if found is None:
+                continue
+            ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
+        res.apply(tb, ch, row, -1)
+    return ch
+
+
+def improve_fast(tb: Tables, ch: Choice, cand: Candidates, *, time_limit_s: float) -> Choice:
+    """Local search over the candidate starts: move a job to a cheaper candidate that still fits.
+
+    ``cand`` must be ordered by true objective (built at zero prices). Passes repeat until one changes
+    nothing or ``time_limit_s`` [s] is spent; the objective never gets worse.
+    """
+    t0 = time.perf_counter()
+    ch = ch.copy()
+    res = Residual(tb)
+    for row in np.flatnonzero(ch.r >= 0):
+        res.apply(tb, ch, int(row), -1)
+    current = option_objective(tb, ch)
+    while time.perf_counter() - t0 < time_limit_s:
+        moved = 0
+        order = np.concatenate((np.flatnonzero(ch.r < 0), np.argsort(-np.nan_to_num(current, nan=-1.0))))
+        for i, row in enumerate(order):
+            if i % 256 == 0 and time.perf_counter() - t0 > time_limit_s:
+                break
+            row = int(row)
+            was = current[row] if ch.r[row] >= 0 else tb.penalty[row]
+            lo, hi = cand.offsets[row], cand.offsets[row + 1]
+            if hi == lo or cand.val[lo] >= was - 1e-9 * max(1.0, abs(was)):
+                continue  # no candidate is cheaper than where it is
+            res.apply(tb, ch, row, +1)
+            for k in range(lo, hi):
+                if cand.val[k] >= was - 1e-9 * max(1.0, abs(was)):
+                    break
+                opt = (
+                    int(cand.r[k]),
+                    int(cand.h[k]),
+                    int(cand.s1[k]),
+                    int(cand.l1[k]),
+                    int(cand.s2[k]),
+                    int(cand.l2[k]),
+                )
+                if _fits_option(tb, res, row, *opt):
+                    ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = opt
+                    current[row] = cand.val[k]
+                    moved += 1
+                    break
+            res.apply(tb, ch, row, -1)
+        if moved == 0:
+            break
+    return ch
+
+
+def repair_left_out(
+    tb: Tables, ch: Choice, cand: Candidates, *, time_limit_s: float, tries: int = 3
+) -> Choice:
+    """Make room for jobs left out: evict the jobs in the way of one of its best options, then re-place them.
+
+    A move is kept only when the penalised objective improves (fewer jobs left out, or cheaper).
+    """
+    t0 = time.perf_counter()
+    ch = ch.copy()
+    scan = Scanner(tb)
+    for row in np.flatnonzero(ch.r < 0):
+        row = int(row)
+        lo, hi = cand.offsets[row], cand.offsets[row + 1]
+        for k in range(lo, min(hi, lo + tries)):
+            if time.perf_counter() - t0 > time_limit_s:
+                return ch
+            r, h, s1, l1, s2, l2 = (
+                int(cand.r[k]),
+                int(cand.h[k]),
+                int(cand.s1[k]),
+                int(cand.l1[k]),
+                int(cand.s2[k]),
+                int(cand.l2[k]),
+            )
+            span = np.zeros(tb.T, dtype=bool)
+            span[s1 : s1 + l1] = True
+            if l2:
+                span[s2 : s2 + l2] = True
+            on = np.flatnonzero((ch.r == r) & (np.arange(tb.J) != row))
+            hit = [
+                int(j)
+                for j in on
+                if span[ch.s1[j] : ch.s1[j] + ch.l1[j]].any()
+                or (ch.l2[j] and span[ch.s2[j] : ch.s2[j] + ch.l2[j]].any())
+            ]
+            # evict same-hardware jobs first, smallest first; then other jobs of the region (power)
+            hit.sort(key=lambda j: (ch.h[j] != h, tb.g[j] * ch.l1[j]))
+            trial = ch.copy()
+            res = Residual(tb)
+            for j in np.flatnonzero(trial.r >= 0):
+                res.apply(tb, trial, int(j), -1)
+            evicted = []
+            for j in hit:
+                if _fits_option(tb, res, row, r, h, s1, l1, s2, l2):
+                    break
+                res.apply(tb, trial, j, +1)
+                trial.r[j] = -1
+                evicted.append(j)
+            if not _fits_option(tb, res, row, r, h, s1, l1, s2, l2):
+                continue
+            trial.r[row], trial.h[row], trial.s1[row], trial.l1[row], trial.s2[row], trial.l2[row] = (
+                r,
+                h,
+                s1,
+                l1,
+                s2,
+                l2,
+            )
+            res.apply(tb, trial, row, -1)
+            for j in sorted(evicted, key=lambda j: -tb.g[j] * tb.dur[j].max()):
+                found = scan.best(j, res, cand.pairs(j))
+                if found is not None:
+                    trial.r[j], trial.h[j], trial.s1[j], trial.l1[j], trial.s2[j], trial.l2[j] = found[2]
+                    res.apply(tb, trial, j, -1)
+            if penalised_objective(tb, trial) < penalised_objective(tb, ch) - 1e-9:
+                ch = trial
+                break
+    return ch

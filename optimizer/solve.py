@@ -22,7 +22,17 @@ from ortools.sat.python import cp_model
 from optimizer.assemble import assemble_plan
 from optimizer.bound import Choice, Multipliers, choice_cost, evaluate, subgradient
 from optimizer.cpsat import build_classes, build_model, build_options, read_solution, solve_model
-from optimizer.heuristic import greedy_order, improve, penalised_objective, place, size_order
+from optimizer.heuristic import (
+    Candidates,
+    greedy_order,
+    improve,
+    improve_fast,
+    penalised_objective,
+    place,
+    place_fast,
+    repair_left_out,
+    size_order,
+)
 from optimizer.lp import column_generation
 from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem, SolveParams
@@ -89,7 +99,10 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         )
     capped = problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP
     order = greedy_order(tb)
-    best = place(tb, order)
+    found0: list = []
+    _, ch0, _ = evaluate(tb, Multipliers.zeros(tb), collect=found0)
+    cand0 = Candidates(tb, found0)  # per-pair best starts at true cost
+    best = place_fast(tb, order, cand0) if not capped else place(tb, order)
     if capped and not _cap_ok(tb, best):
         price_only = Multipliers.zeros(tb, nu=1e6)  # cheapest plan, to satisfy the cap first
         best = place(tb, order, nu=price_only.nu)
@@ -98,7 +111,6 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     upper = best_score if np.isfinite(best_score) else penalised_objective(tb, best)
     cls, rep, counts = build_classes(tb)
     if not capped and params.max_lp_jobs >= tb.J:
-        _, ch0, _ = evaluate(tb, Multipliers.zeros(tb))
         lower, m, info = column_generation(tb, cls, rep, counts, [best, ch0], time_limit_s=0.4 * left())
         t = lap("lp_colgen", t)
         notes.append(
@@ -119,7 +131,12 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     for k, (nu, order_k) in enumerate(tries):
         if k and left() < 0.6 * limit:
             break
-        cand = place(tb, order_k, m=m, nu=nu)
+        if capped:
+            cand = place(tb, order_k, m=m, nu=nu)
+        else:
+            found_m: list = []
+            evaluate(tb, m, collect=found_m)
+            cand = place_fast(tb, order_k, Candidates(tb, found_m), m=m)
         score = _score(tb, cand)
         if score < best_score:
             best, best_score = cand, score
@@ -127,6 +144,15 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     use_cpsat = len(rep) * 8 <= params.max_cpsat_options
     share = 0.5 if use_cpsat else 0.95
     nu_ls = m.nu if capped else 0.0
+    if not capped and (best.r < 0).any():
+        cand = repair_left_out(tb, best, cand0, time_limit_s=0.2 * left())
+        if _score(tb, cand) < best_score:
+            best, best_score = cand, _score(tb, cand)
+        t = lap("repair", t)
+    if not capped:
+        cand = improve_fast(tb, best, cand0, time_limit_s=max(0.05, 0.5 * share * left()))
+        if _score(tb, cand) <= best_score:
+            best, best_score = cand, _score(tb, cand)
     cand = improve(tb, best, nu=nu_ls, time_limit_s=max(0.05, share * left()), seed=params.random_seed)
     if _score(tb, cand) <= best_score:
         best, best_score = cand, _score(tb, cand)

@@ -246,13 +246,12 @@ def build_tables(problem: Problem) -> Tables:
             if len(rows) == 0:
                 continue
             stage[rows] = np.maximum(stage[rows], 2)
-            seg, si, stages = segments(r, h, rows, L, rel[rows], dl[rows] - L)
+            seg, _, stages = segments(r, h, rows, L, rel[rows], dl[rows] - L)
+            starts_at = np.concatenate(([0], np.cumsum(seg.nst)[:-1]))  # every job has >= 1 start here
             for k in range(3):
-                hit = np.zeros(len(rows), dtype=bool)
-                np.logical_or.at(hit, si, stages[k].astype(bool))
+                hit = np.logical_or.reduceat(stages[k].astype(bool), starts_at)
                 stage[rows[hit]] = np.maximum(stage[rows[hit]], 3 + k)
-            feasible = np.zeros(len(rows), dtype=bool)
-            np.logical_or.at(feasible, si, seg.ok)
+            feasible = np.logical_or.reduceat(seg.ok, starts_at)
             elig[rows[feasible], r, h] = True
             contig.append(seg)
             ir = np.flatnonzero(intr[rows])
