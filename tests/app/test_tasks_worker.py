@@ -1,6 +1,7 @@
-"""The full dispatch path under PostgreSQL + Redis with a real Celery worker process.
+"""The full dispatch path with a real Celery worker process: embedded default and PostgreSQL + Redis.
 
-Needs PostgreSQL and Redis on loopback. The database is the suite's when it is PostgreSQL, else
+The embedded variant uses a fresh SQLite database and Celery's SQLAlchemy transport (``sqla+sqlite``) under a
+temporary directory: no server at all. The other needs PostgreSQL and Redis on loopback. The database is the suite's when it is PostgreSQL, else
 ``GRIDSHIFT_TEST_PG_URL`` (default ``postgresql+psycopg://postgres@127.0.0.1:5432/gs_dispatch_worker``, created
 if missing; its schema is rebuilt). Redis is ``GRIDSHIFT_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/1``;
 the test flushes that logical database). Either one missing skips these tests with the reason.
@@ -58,8 +59,7 @@ def _prepare_pg(url: str) -> None:
     engine.dispose()
 
 
-@pytest.fixture
-def pg_redis_settings(settings: Settings, tmp_path: Path) -> Settings:
+def _pg_redis_settings(settings: Settings, tmp_path: Path) -> Settings:
     try:
         import redis
 
@@ -78,11 +78,27 @@ def pg_redis_settings(settings: Settings, tmp_path: Path) -> Settings:
     return replace(settings, broker_url=REDIS_URL, var_dir=tmp_path / "var", local_runtime_dir=tmp_path / "runs")
 
 
+def _embedded_settings(settings: Settings, tmp_path: Path) -> Settings:
+    embedded = replace(settings, var_dir=tmp_path / "var", database_url="", broker_url="",
+                       local_runtime_dir=tmp_path / "runs")  # fmt: skip
+    assert embedded.effective_broker_url.startswith("sqla+sqlite") and embedded.is_sqlite
+    migrate.upgrade(embedded)
+    return embedded
+
+
+@pytest.fixture(params=["embedded", "postgres-redis"])
+def worker_settings(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path) -> Settings:
+    (tmp_path / "var").mkdir()
+    if request.param == "embedded":
+        return _embedded_settings(settings, tmp_path)
+    return _pg_redis_settings(settings, tmp_path)
+
+
 def worker_env(settings: Settings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRIDSHIFT_")}
     env.update(
         GRIDSHIFT_DATABASE_URL=settings.effective_database_url, GRIDSHIFT_BROKER_URL=settings.effective_broker_url,
-        GRIDSHIFT_VAR_DIR=str(settings.var_dir), GRIDSHIFT_SECRET_KEY="test-secret",
+        GRIDSHIFT_VAR_DIR=str(settings.var_dir.resolve()), GRIDSHIFT_SECRET_KEY="test-secret",
         GRIDSHIFT_ENCRYPTION_KEYS=",".join(settings.encryption_keys),
         GRIDSHIFT_VISIBILITY_TIMEOUT_S=str(settings.visibility_timeout_s), PYTHONPATH=str(REPO),
     )  # fmt: skip
@@ -112,8 +128,8 @@ def celery_worker(settings: Settings, log: Path, concurrency: int = 2) -> Iterat
             proc.wait(timeout=5)
 
 
-def test_real_worker_dispatches_and_syncs_on_postgres_and_redis(pg_redis_settings, tmp_path):
-    settings = pg_redis_settings
+def test_real_worker_dispatches_and_syncs(worker_settings, tmp_path):
+    settings = worker_settings
     flask_app = create_app(settings)
     session = flask_app.extensions["gridshift"].sessions()
     try:
