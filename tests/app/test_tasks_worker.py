@@ -3,8 +3,8 @@
 The embedded variant uses a fresh SQLite database and Celery's SQLAlchemy transport (``sqla+sqlite``) under a
 temporary directory: no server at all. The other needs PostgreSQL and Redis on loopback. The database is the suite's when it is PostgreSQL, else
 ``GRIDSHIFT_TEST_PG_URL`` (default ``postgresql+psycopg://postgres@127.0.0.1:5432/gs_dispatch_worker``, created
-if missing; its schema is rebuilt). Redis is ``GRIDSHIFT_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/1``;
-the test flushes that logical database). Either one missing skips these tests with the reason.
+if missing; its schema is rebuilt). Redis is ``GRIDSHIFT_TEST_REDIS_URL``, else ``GRIDSHIFT_TEST_BROKER_URL`` when
+it names Redis, else ``redis://127.0.0.1:6379/1``; the test flushes that logical database. Either one missing skips these tests with the reason.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from tests.app.test_dispatch_support import (
 from tests.conftest import REPO
 
 PG_URL = os.environ.get("GRIDSHIFT_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/gs_dispatch_worker")
-REDIS_URL = os.environ.get("GRIDSHIFT_TEST_REDIS_URL", "redis://127.0.0.1:6379/1")
+_BROKER = os.environ.get("GRIDSHIFT_TEST_BROKER_URL", "")
+REDIS_URL = os.environ.get("GRIDSHIFT_TEST_REDIS_URL") or (_BROKER if _BROKER.startswith("redis") else "redis://127.0.0.1:6379/1")
 
 
 def _prepare_pg(url: str) -> None:
