@@ -4,27 +4,46 @@
   const $ = (id) => document.getElementById(id);
   const palette = ["#2a7f62", "#3b6ea5", "#b3541e", "#7a4fa3", "#a38b2a", "#1f8a99", "#a33d5c", "#5b6f2a"];
 
+  // Jobs that overlap in time on the same region and hardware get their own lane, so no bar hides another.
+  function lanes(assignments) {
+    const bars = assignments.flatMap((a) => (a.chunks && a.chunks.length ? a.chunks : [[a.start_at, a.end_at]])
+      .map(([s, e]) => ({ a, s, e, t0: new Date(s).getTime(), t1: new Date(e).getTime() })));
+    bars.sort((x, y) => x.t0 - y.t0);
+    const ends = {}; // row -> end time of each lane
+    for (const b of bars) {
+      const row = `${b.a.region} · ${b.a.hardware}`;
+      const laneEnds = ends[row] || (ends[row] = []);
+      let lane = laneEnds.findIndex((t) => t <= b.t0);
+      if (lane < 0) { lane = laneEnds.length; laneEnds.push(0); }
+      laneEnds[lane] = b.t1;
+      b.y = lane === 0 ? row : `${row} (${lane + 1})`;
+    }
+    return bars;
+  }
+
   function gantt(plan) {
-    const rows = [...new Set(plan.assignments.map((a) => `${a.region} · ${a.hardware}`))].sort().reverse();
+    const bars = lanes(plan.assignments);
+    const rows = [...new Set(bars.map((b) => b.y))].sort().reverse();
     const regions = [...new Set(plan.assignments.map((a) => a.region))].sort();
     const traces = regions.map((region, i) => {
-      const bars = plan.assignments.filter((a) => a.region === region).flatMap((a) =>
-        (a.chunks && a.chunks.length ? a.chunks : [[a.start_at, a.end_at]]).map(([s, e]) => ({ a, s, e })));
+      const mine = bars.filter((b) => b.a.region === region);
       return {
         type: "bar", orientation: "h", name: region, marker: { color: palette[i % palette.length], line: { color: "#fff", width: 1 } },
-        y: bars.map((b) => `${b.a.region} · ${b.a.hardware}`), base: bars.map((b) => b.s),
-        x: bars.map((b) => new Date(b.e) - new Date(b.s)),
-        text: bars.map((b) => `#${b.a.job_id} ${b.a.job_name || ""}`), textposition: "inside", insidetextanchor: "start",
-        hovertext: bars.map((b) => `#${b.a.job_id} ${b.a.job_name || ""}<br>${b.a.gpu_count} GPUs<br>${GS.fmtTime(b.s)} – ${GS.fmtTime(b.e)}`),
+        y: mine.map((b) => b.y), base: mine.map((b) => b.s), x: mine.map((b) => b.t1 - b.t0),
+        text: mine.map((b) => `#${b.a.job_id} ${b.a.job_name || ""}`), textposition: "inside", insidetextanchor: "start",
+        textangle: 0, textfont: { size: 10, color: "#fff" }, constraintext: "inside",
+        hovertext: mine.map((b) => `#${b.a.job_id} ${b.a.job_name || ""}<br>${b.a.gpu_count} GPUs<br>${GS.fmtTime(b.s)} – ${GS.fmtTime(b.e)}`),
         hoverinfo: "text",
       };
     });
     const narrow = window.innerWidth < 600;
+    const el = document.getElementById("gantt");
+    el.style.height = `${Math.max(260, 60 + 34 * rows.length)}px`;
     Plotly.newPlot("gantt", traces, {
-      barmode: "overlay", margin: { l: narrow ? 90 : 130, r: 10, t: 10, b: 40 },
+      barmode: "overlay", bargap: 0.25, margin: { l: narrow ? 90 : 150, r: 10, t: 28, b: 40 },
       xaxis: { type: "date", range: [plan.horizon_start, plan.horizon_end] },
       yaxis: { type: "category", categoryorder: "array", categoryarray: rows, automargin: true },
-      legend: { orientation: "h", y: -0.12 }, showlegend: regions.length > 1,
+      legend: { orientation: "h", x: 1, xanchor: "right", y: 1.0, yanchor: "bottom" }, showlegend: regions.length > 1,
       shapes: [{ type: "line", xref: "x", yref: "paper", x0: new Date().toISOString(), x1: new Date().toISOString(), y0: 0, y1: 1,
                  line: { color: "#999", dash: "dot", width: 1 } }],
     }, GS.plotConfig);
