@@ -152,12 +152,32 @@ class LocalConnector:
         run_dir = self.run_dir(spec.run_key)
         try:
             run_dir.mkdir()
-        except FileExistsError:
-            return spec.run_key  # already submitted, by this or another process
+        except FileExistsError:  # already submitted, by this or another process
+            self._resume(run_dir, spec, vendor, pool)
+            return spec.run_key
+        try:
+            self._write_run(run_dir, spec, vendor, pool)
+            self._launch(run_dir)
+        except OSError as exc:
+            raise ConnectorError(f"local run {spec.run_key}: {exc}", retryable=True, kind=self.kind) from exc
+        return spec.run_key
+
+    def _resume(self, run_dir: Path, spec: JobSpec, vendor: str, pool: list[int]) -> None:
+        """Finish a submission that a crashed submitter left half done (no supervisor ever claimed it).
+
+        Racing resumers are harmless: the supervisor claims ``supervisor.claim`` with O_EXCL, a second exits.
+        """
+        if (run_dir / "supervisor.claim").exists():
+            return
+        if sup.read_json(run_dir / "spec.json") is None:
+            self._write_run(run_dir, spec, vendor, pool)
+        self._launch(run_dir)
+
+    def _write_run(self, run_dir: Path, spec: JobSpec, vendor: str, pool: list[int]) -> None:
         record = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
         record.update(
             env=dict(spec.env),
-            hardware=hardware,
+            hardware=spec.hardware.lower(),
             begin_at=spec.begin_at.isoformat() if spec.begin_at else None,
             vendor=vendor,
             devices_of_hardware=pool,
@@ -166,12 +186,11 @@ class LocalConnector:
             workdir=self.config["workdir"],
         )
         sup.write_json(run_dir / "spec.json", record)
-        sup.write_json(
-            run_dir / "state.json", {"status": "pending", "submitted_at": sup.utc_now().isoformat()}
-        )
+        if sup.read_json(run_dir / "state.json") is None:
+            sup.write_json(
+                run_dir / "state.json", {"status": "pending", "submitted_at": sup.utc_now().isoformat()}
+            )
         (self.state_dir / "active" / spec.run_key).touch()
-        self._launch(run_dir)
-        return spec.run_key
 
     def find(self, run_key: str) -> str | None:
         """The run key itself when that run exists here, else None."""

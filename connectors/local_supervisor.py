@@ -186,6 +186,11 @@ class Supervisor:
             write_json(self.state_dir / "gpus.json", held)
 
     def run(self) -> int:
+        try:  # exactly one supervisor per run, however many submitters launched one
+            os.close(os.open(self.run_dir / "supervisor.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return 0
+        self.state = read_json(self.run_dir / "state.json") or {}
         signal.signal(signal.SIGTERM, self.on_term)
         signal.signal(signal.SIGINT, self.on_term)
         self.save(supervisor_pid=os.getpid())

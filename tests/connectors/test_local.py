@@ -167,3 +167,22 @@ def test_meter_is_inactive_without_a_driver(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setitem(sys.modules, "pynvml", types.SimpleNamespace(nvmlInit=no_library))
     assert not Meter([0], interval_s=1).active
+
+
+def test_a_submission_interrupted_before_launch_is_completed_by_the_retry(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    config = {"state_dir": str(tmp_path / "state"), "gpus": {"h100": [0]}}
+    marker = tmp_path / "ran.txt"
+    spec = JobSpec(
+        run_key="gs-crash", name="c", command=f"echo ran >> {marker}", hardware="h100", gpu_count=1
+    )
+    crashing = get_connector("local", config)
+    monkeypatch.setattr(crashing, "_launch", lambda run_dir: None)  # the worker died before starting it
+    crashing.submit(spec)
+    assert crashing.poll("gs-crash").status is RunStatus.PENDING
+    retry = get_connector("local", config)  # the redelivered task, in another worker
+    assert retry.submit(spec) == "gs-crash"
+    assert finish(retry, "gs-crash") is RunStatus.SUCCEEDED
+    assert retry.submit(spec) == "gs-crash"  # once finished, never again
+    time.sleep(0.3)
+    assert marker.read_text() == "ran\n"
