@@ -135,3 +135,10 @@ def test_batch_upload_reads_times_in_the_users_zone_and_names_bad_lines(page, li
     first = next(j for j in jobs if j["name"] == "r1")
     assert datetime.fromisoformat(first["release_at"]) == release  # 10:00 Berlin, stored as UTC
     assert first["allowed_regions"] == ["fr-par", "es-mad"]
+
+
+def test_api_docs_page_works_offline(page, live_server):
+    page.goto(live_server.url + "/api/v1/docs")
+    title = page.wait_for_selector(".swagger-ui .info .title")
+    assert "Gridshift" in title.inner_text()
+    assert page.locator(".opblock-tag").count() >= 5  # one section per API blueprint
