@@ -159,8 +159,19 @@ def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterCo
         if job.state in (JobState.SUBMITTED, JobState.DISPATCHING, JobState.PLANNED, JobState.PENDING):
             job_service.set_state(session, job, JobState.RUNNING, f"run {run.run_key} started", at=run.started_at)
         return "started"
+    # Close the run with a conditional UPDATE: on SQLite (no row lock) an overlapping sync that polled the same
+    # run waits for this write and then finds nothing to close, so a run is finished (or re-queued) once.
+    finished_at = state.finished_at or now
+    won = session.execute(
+        update(Run)
+        .where(Run.id == run.id, Run.state.in_((RunState.SUBMITTED, RunState.RUNNING)))
+        .values(finished_at=finished_at)
+        .execution_options(synchronize_session=False)
+    )
+    if won.rowcount != 1:  # type: ignore[attr-defined]
+        return "unchanged"
     run.started_at = state.started_at or run.started_at
-    run.finished_at = state.finished_at or now
+    run.finished_at = finished_at
     run.exit_code = state.exit_code
     _record_energy(session, run, connector)
     if state.status == RunStatus.SUCCEEDED:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
-from celery.exceptions import MaxRetriesExceededError
 
 from app.db import utcnow
 from app.extensions import db_session, settings
@@ -50,10 +49,9 @@ def submit(self: Any, run_id: int) -> dict[str, Any]:
     try:
         outcome = dispatch.submit_run(session, cfg, run_id, now=utcnow(), worker=dispatch.worker_id())
     except ConnectorError as exc:
-        try:
-            raise self.retry(countdown=retry_countdown_s(self.request.retries, cfg.visibility_timeout_s), exc=exc)
-        except MaxRetriesExceededError:
-            outcome = dispatch.give_up(session, cfg, run_id, str(exc), now=utcnow())
+        if self.request.retries < self.max_retries:
+            raise self.retry(countdown=retry_countdown_s(self.request.retries, cfg.visibility_timeout_s), exc=exc) from exc
+        outcome = dispatch.give_up(session, cfg, run_id, str(exc), now=utcnow())
     if outcome.replan:
         _request_replan("dispatch-failure")
     return {"run_id": run_id, "state": outcome.state, "adopted": outcome.adopted}

@@ -15,8 +15,10 @@ from app.enums import JobState, RunState
 from app.models import Job
 from app.schedule import beat_schedule
 from app.services import auth, dispatch_maintenance
+from app.services import dispatch as dispatch_service
 from app.tasks import dispatch as dispatch_tasks
 from app.tasks import maintenance, planning
+from connectors.base import ConnectorError
 from tests.app.test_dispatch_support import (
     add_job,
     add_local_clusters,
@@ -213,3 +215,37 @@ def test_api_job_is_planned_by_the_planner_then_dispatched_and_run(app, client, 
     (run,) = runs_of(session, job_id)
     assert run.state == RunState.SUCCEEDED and run.energy_kwh > 0 and run.planned_start_at <= utcnow()
     assert session.get(Job, job_id).state == JobState.SUCCEEDED
+
+
+class _SubmitAlwaysFails:
+    """A runtime that never accepts a submission (retryably) and holds no job."""
+
+    def __init__(self) -> None:
+        self.submits = 0
+
+    def find(self, run_key):
+        return None
+
+    def submit(self, spec):
+        self.submits += 1
+        raise ConnectorError("controller busy", retryable=True, kind="fake")
+
+
+def test_submit_retries_with_backoff_then_gives_up_and_replans(app, session, small_fleet, tmp_path, eager,
+                                                                fake_planner, monkeypatch):  # fmt: skip
+    add_local_clusters(session, tmp_path)
+    tenant = auth.create_tenant(session, "team-a")
+    session.commit()
+    job = add_job(session, tenant.id)
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    runtime = _SubmitAlwaysFails()
+    monkeypatch.setattr(dispatch_service, "connector_for", lambda cluster, settings: runtime)
+    eager.conf.task_eager_propagates = False  # eager retries run inline instead of raising Retry
+    with app.app_context():
+        dispatch_tasks.tick.delay().get()
+    assert runtime.submits == 1 + dispatch_tasks.SUBMIT_MAX_RETRIES
+    (run,) = runs_of(session, job.id)
+    assert run.state == RunState.FAILED and "after retries" in run.error
+    session.expire_all()
+    assert session.get(Job, job.id).state == JobState.PENDING
+    assert [c["trigger"] for c in fake_planner] == ["dispatch-failure"]
