@@ -6,6 +6,8 @@ Hardware types themselves are edited through PUT /api/v1/hardware/<code> (app/ap
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from flask_smorest import Blueprint
@@ -78,7 +80,19 @@ def get_profile(hardware: str, workload_class: str) -> Any:
     return profiles.current(extensions.db_session(), hardware, workload_class)
 
 
+def _operator_first(view: Callable[..., Any]) -> Callable[..., Any]:
+    """Refuse a non-operator before the body is parsed: a read-only token gets 403 whatever it sends."""
+
+    @functools.wraps(view)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        operator()
+        return view(*args, **kwargs)
+
+    return wrapper
+
+
 @blp.route("/profiles", methods=["POST"])
+@_operator_first
 @blp.arguments(MeasurementIn)
 @blp.response(201, ProfileOut)
 def post_measurement(data: dict[str, Any]) -> Any:
