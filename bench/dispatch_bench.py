@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import threading
@@ -130,6 +131,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         engine.dispose()
     finally:
         lab.stop()
+        shutil.rmtree(base, ignore_errors=True)
     return {
         "jobs": args.jobs, "workers": args.workers, "mode": args.mode, "database": url.split(":", 1)[0],
         "submitted": ok, "succeeded": succeeded, "submit_wall_s": round(submit_s, 3),

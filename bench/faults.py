@@ -12,8 +12,8 @@ Every job's command appends its job id to a marker file, so executions are count
 * **lost**: jobs that, when the trial ends, are neither terminal (succeeded/failed/cancelled) nor back in
   planning, or that are recorded ``succeeded`` without having run.
 
-Faults: ``kill9`` (kill -9 of the whole worker or of one pool child while a run is submitted on the runtime
-but not yet recorded), ``redis`` (``shutdown nosave`` and restart while runs are in flight), ``postgres``
+Faults: ``kill9`` (kill -9 of the whole worker or of one pool child while a run is on the runtime but not
+yet recorded in the database: alternately once the runtime accepted it and while it is being launched), ``redis`` (``shutdown nosave`` and restart while runs are in flight), ``postgres``
 (``pg_ctl stop -m fast`` and start), ``slurmctld`` (controller down ``--slurm-down-s`` seconds, 60 by
 default), ``errors`` (a connector raising retryable errors on 30 % of calls, 30 % of submits failing after
 the job landed, 10 % refused outright).
@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import json
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -163,8 +164,10 @@ class Bench:
             if part is not None:
                 try:
                     part.stop()
-                except Exception as exc:
+                except Exception as exc:  # keep stopping the others
                     print(f"stopping {type(part).__name__}: {exc}", file=sys.stderr)
+        if not self.args.keep:
+            shutil.rmtree(self.base, ignore_errors=True)
 
     def _seed(self) -> None:
         from app.services import auth, fleet
@@ -235,7 +238,9 @@ class Bench:
             return
         if kind == "kill9":
             # Wait until the runtime holds a job whose run the database still shows as dispatching.
-            wait_until(lambda: self._beat() or self._landed_unrecorded(job_ids), 30, every_s=0.05,
+            # Even-numbered pairs kill once the supervisor runs, the others while it is being launched.
+            launched = index % 4 < 2
+            wait_until(lambda: self._beat() or self._landed_unrecorded(job_ids, launched), 30, every_s=0.05,
                        what="a run submitted but not yet recorded")  # fmt: skip
             self.worker.kill9(whole=index % 2 == 0)
             if index % 2 == 0:
@@ -319,11 +324,17 @@ class Bench:
     def _any_run(self, job_ids: list[int]) -> bool:
         return bool(self._runs(job_ids))
 
-    def _landed_unrecorded(self, job_ids: list[int]) -> bool:
+    def _landed_unrecorded(self, job_ids: list[int], launched: bool) -> bool:
+        """A run the database shows unsubmitted while the runtime has its directory (``launched``: and a
+        running supervisor, i.e. the runtime accepted it)."""
         for run in self._runs(job_ids):
-            unrecorded = run.state.value == "dispatching" and run.runtime_job_id is None
-            if unrecorded and any((self.base / f"{r}-runtime" / "runs" / run.run_key).is_dir() for r in ("r1", "r2")):
-                return True
+            if run.state.value != "dispatching" or run.runtime_job_id is not None:
+                continue
+            for region in ("r1", "r2"):
+                run_dir = self.base / f"{region}-runtime" / "runs" / run.run_key
+                state = run_dir / "state.json"
+                if run_dir.is_dir() and (not launched or (state.exists() and "supervisor_pid" in state.read_text())):
+                    return True
         return False
 
     def _states(self, job_ids: list[int]) -> dict[int, str]:
@@ -360,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--{kind}", type=int, default=default, help=f"trials of {kind} (default {default})")
     parser.add_argument("--slurm-down-s", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, markers)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     random.seed(args.seed)
