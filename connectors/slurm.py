@@ -264,7 +264,8 @@ class SlurmConnector:
             job_id, name, state, reason = [*line.split("|"), "", "", "", ""][:4]
             jobs.append({"job_id": job_id, "name": name, "job_state": state, "state_reason": reason})
         if not jobs:  # the controller forgot it (MinJobAge): ask the job completion log
-            jobs = [self._job(line.split("|")[0]) for line in self._sacct(["--name", run_key])]
+            rows = self._sacct(["--name", run_key], fields="JobID,JobName")  # -c may ignore --name: filter
+            jobs = [self._job(row.split("|")[0]) for row in rows if row.split("|")[1:2] == [run_key]]
         return [j for j in jobs if j is not None and j["name"] == run_key]
 
     def _job(self, job_id: str) -> dict[str, Any] | None:
@@ -285,9 +286,10 @@ class SlurmConnector:
                 kv.get("Comment"),
             )
         rows = self._sacct(["-j", job_id], fields="JobID,JobName,State,Start,End,ExitCode")
+        rows = [row for row in rows if row.split("|")[0] == job_id]
         if not rows:
             return None
-        jid, name, state, start, end, exit_code = (rows[0].split("|") + [""] * 6)[:6]
+        jid, name, state, start, end, exit_code = (rows[-1].split("|") + [""] * 6)[:6]
         return self._normalize(jid, name, state, None, start, end, exit_code, None)
 
     def _sacct(self, selector: list[str], fields: str = "JobID") -> list[str]:

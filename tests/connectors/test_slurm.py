@@ -102,12 +102,27 @@ def test_a_job_the_controller_forgot_is_read_from_the_completion_log(monkeypatch
     outputs = {
         "squeue": "",
         "scontrol": "",
-        "sacct": "42|gs-run-old|COMPLETED|2026-11-29T16:05:04|2026-11-29T16:05:09|0:0\n"
+        "sacct": "41|gs-run-other|COMPLETED|2026-11-29T16:05:01|2026-11-29T16:05:02|0:0\n"
+                 "42|gs-run-old|COMPLETED|2026-11-29T16:05:04|2026-11-29T16:05:09|0:0\n"
                  "42.batch|batch|COMPLETED|2026-11-29T16:05:04|2026-11-29T16:05:09|0:0\n",
     }  # fmt: skip
     connector = get_connector("slurm", {})
-    monkeypatch.setattr(connector, "_run", lambda *args, **kw: outputs[args[0]])
+    calls: list[tuple[str, ...]] = []
+
+    def run(*args: str, **kwargs: object) -> str:
+        calls.append(args)
+        if args[0] == "sacct" and "-j" in args:  # sacct -c lists every job: keep the asked one, as Slurm does
+            wanted = args[args.index("-j") + 1]
+            return "".join(
+                line + "\n"
+                for line in outputs["sacct"].splitlines()
+                if line.split(".")[0].split("|")[0] == wanted
+            )
+        return outputs[args[0]]
+
+    monkeypatch.setattr(connector, "_run", run)
     assert connector.find("gs-run-old") == "42"
+    assert [a[-1] for a in calls if a[0] == "scontrol"] == ["42"]  # the other job in the log is not looked up
     state = connector.poll("42")
     assert state.status is RunStatus.SUCCEEDED
     assert state.exit_code == 0

@@ -268,9 +268,7 @@ PartitionName=gpu Nodes={cluster.node} Default=YES MaxTime=INFINITE State=UP Ove
                 return
             time.sleep(0.1)
         log = (cluster.base_dir / "log" / "slurmd.log").read_text()[-800:]
-        raise RuntimeStartError(
-            f"Slurm node of {cluster.name} not idle after {timeout_s} s ({state}): {log}"
-        )
+        raise RuntimeStartError(f"Slurm node of {cluster.name} not idle after {timeout_s} s ({state}): {log}")
 
     def _start_rest(self, cluster: SlurmCluster) -> None:
         out = cluster.run("scontrol", "token", f"username={REST_USER}", "lifespan=86400")
