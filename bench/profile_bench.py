@@ -44,6 +44,8 @@ SHAPES = ("training", "rendering", "decode")
 #: Workload class each shape stands for in the catalog's measured profiles.
 SHAPE_CLASSES = {"training": ("training", "fine_tuning"), "rendering": ("rendering",), "decode": ("batch_inference",)}
 TARGET_ERROR_PCT = 10.0
+METHOD = ("calibration job then N-step run job per shape, both through connectors.local.LocalConnector; "
+          "predicted = calibration overhead + N x energy/step; metered = the connector's NVML EnergyReading")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +188,7 @@ def bench(args: argparse.Namespace, log: Any) -> dict[str, Any]:
     size = " --size tiny" if args.cpu_smoke else ""
     stamp = datetime.now(UTC).strftime("%H%M%S")
     record: dict[str, Any] = {"gpu": hardware, "nvidia_smi_before": _smi(), "started_at": datetime.now(UTC).isoformat(),
-                              "method": "", "shapes": {}}  # fmt: skip
+                              "method": METHOD, "shapes": {}}  # fmt: skip
     t_start = time.monotonic()
     if not args.cpu_smoke:
         record["idle_power_w"] = idle_power_w(gpus[hardware][0])
@@ -238,6 +240,10 @@ def bench(args: argparse.Namespace, log: Any) -> dict[str, Any]:
         metered_j = job["energy"]["energy_kwh"] * 3.6e6
         if args.cpu_smoke:
             metered_j = (job["job_seconds"] or 0.0) * 100.0
+        ref = (args.reference_shapes or {}).get(shape, {}).get("calibration")
+        if ref and metered_j > 0:  # the profile measured earlier, on another machine (the catalog's figures)
+            ref_j = predict(Calibration(**ref), steps)[0]
+            entry.update(predicted_ref_kwh=ref_j / 3.6e6, error_ref_pct=error_pct(ref_j, metered_j))
         entry.update(
             predicted_kwh=pred_j / 3.6e6, metered_kwh=metered_j / 3.6e6,
             error_pct=error_pct(pred_j, metered_j) if metered_j > 0 else None,
@@ -270,6 +276,7 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
             "steps_per_s": cal.get("steps_per_s"), "energy_per_step_j": cal.get("energy_per_step_j"),
             "power_w": cal.get("avg_power_w"), "run_avg_power_w": entry.get("avg_power_w"),
             "run_seconds": entry.get("metered_s"), "error": entry.get("error"),
+            "predicted_ref_kwh": entry.get("predicted_ref_kwh"), "error_ref_pct": entry.get("error_ref_pct"),
         }  # fmt: skip
     errors = [s.get("error_pct") for s in out["shapes"].values()]
     out["all_within_target"] = bool(errors) and all(e is not None and abs(e) <= TARGET_ERROR_PCT for e in errors)
@@ -280,7 +287,7 @@ def table(summ: dict[str, Any]) -> str:
     if summ.get("skipped"):
         return f"profile_bench: {summ['skipped']}"
     head = f"{'shape':<10} {'steps/s':>9} {'J/step':>9} {'W':>6} {'steps':>7} {'run s':>6} " \
-           f"{'pred kWh':>9} {'meter kWh':>9} {'err %':>7}"
+           f"{'pred kWh':>9} {'meter kWh':>9} {'err %':>7} {'ref err %':>9}"
     lines = [f"profile_bench on {summ['gpu']} (target |error| <= {TARGET_ERROR_PCT:g} %)", head]
 
     def f(v: Any, spec: str) -> str:
@@ -289,7 +296,8 @@ def table(summ: dict[str, Any]) -> str:
     for shape, s in summ["shapes"].items():
         lines.append(f"{shape:<10} {f(s['steps_per_s'], '9.2f')} {f(s['energy_per_step_j'], '9.2f')} "
                      f"{f(s['power_w'], '6.0f')} {f(s['steps'], '7d')} {f(s['run_seconds'], '6.0f')} "
-                     f"{f(s['predicted_kwh'], '9.5f')} {f(s['metered_kwh'], '9.5f')} {f(s['error_pct'], '+7.2f')}"
+                     f"{f(s['predicted_kwh'], '9.5f')} {f(s['metered_kwh'], '9.5f')} {f(s['error_pct'], '+7.2f')} "
+                     f"{f(s.get('error_ref_pct'), '+9.2f')}"
                      + (f"  ERROR {s['error']}" if s.get("error") else ""))  # fmt: skip
     return "\n".join(lines)
 
@@ -306,8 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the full JSON record here")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="run tiny shapes on the CPU with a nominal 100 W (checks the plumbing, no figures)")
+    parser.add_argument("--reference", type=Path, default=None,
+                        help="an earlier results JSON (bench/results/...): also predict from its calibrations")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    args.reference_shapes = json.loads(args.reference.read_text())["shapes"] if args.reference else None
     bad = [s for s in args.shapes.split(",") if s and s not in SHAPES]
     if bad:
         parser.error(f"unknown shape(s) {', '.join(bad)}; known: {', '.join(SHAPES)}")
