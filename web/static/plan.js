@@ -52,7 +52,7 @@
   function render(plan) {
     $("plan-summary").innerHTML = `Plan #${plan.id} · ${GS.esc(plan.status)} · ${GS.esc(plan.solver)} · objective ${GS.esc(plan.objective)}
       · made ${GS.fmtTime(plan.created_at)} (${GS.esc(plan.trigger)})${plan.gap_pct === null ? "" : ` · gap ${GS.num(plan.gap_pct, 2)} %`}
-      · horizon ${GS.fmtTime(plan.horizon_start)} – ${GS.fmtTime(plan.horizon_end)} · ${plan.assignments.length} of your jobs planned`;
+      · horizon ${GS.fmtTime(plan.horizon_start)} – ${GS.fmtTime(plan.horizon_end)} · ${plan.assignments.length} assignment(s) shown`;
     gantt(plan);
     const tb = document.querySelector("#assign-table tbody");
     tb.innerHTML = plan.assignments.map((a) => {
@@ -62,6 +62,10 @@
         <td>${GS.fmtTime(a.start_at)}</td><td>${GS.fmtTime(a.end_at)}</td><td class="num">${GS.num(a.energy_kwh, 1)}</td>
         <td class="num">${GS.num(a.cost, 2)} ${GS.esc(a.currency)}</td><td class="num">${GS.num(a.carbon_kg, 1)}</td><td class="num">${saving}</td></tr>`;
     }).join("") || '<tr><td colspan="10" class="muted">None of your jobs is in this plan.</td></tr>';
+    $("totals").innerHTML = plan.region_totals.length ? `<h2>Every tenant, per region</h2><div class="scroll"><table class="grid">
+      <thead><tr><th>Region</th><th class="num">Jobs</th><th class="num">Energy kWh</th><th class="num">Cost</th><th class="num">CO2 kg</th></tr></thead><tbody>${
+      plan.region_totals.map((t) => `<tr><td>${GS.esc(t.region)}</td><td class="num">${t.jobs}</td><td class="num">${GS.num(t.energy_kwh, 1)}</td>
+        <td class="num">${GS.num(t.cost, 2)}</td><td class="num">${GS.num(t.carbon_kg, 1)}</td></tr>`).join("")}</tbody></table></div>` : "";
     $("unplanned").innerHTML = plan.unplanned.length ? `<h2>Not planned</h2><ul>${plan.unplanned.map((u) =>
       `<li><a href="/ui/jobs/${u.job_id}">#${u.job_id} ${GS.esc(u.job_name)}</a>: ${GS.esc(u.reason)} <span class="muted">${GS.esc(u.detail)}</span></li>`).join("")}</ul>` : "";
   }

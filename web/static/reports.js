@@ -13,6 +13,7 @@
   async function load() {
     const q = new URLSearchParams({ month: $("r-month").value });
     if ($("r-region").value) q.set("region", $("r-region").value);
+    if ($("r-tenant") && $("r-tenant").value.trim()) q.set("tenant", $("r-tenant").value.trim());
     $("csv-link").href = "/api/v1/reports/monthly.csv?" + q;
     $("pdf-link").href = "/api/v1/reports/monthly.pdf?" + q;
     const tb = document.querySelector("#report-table tbody");
