@@ -237,7 +237,10 @@ def subgradient(
             break
         if time.perf_counter() - t0 > time_limit_s:
             break
-        step = theta * max(gap, 1e-9) / norm
+        # Polyak step towards a target at most 10 % above the best bound (a plan's objective with
+        # penalties for left-out jobs can be far above the optimum and would overshoot)
+        target_gap = min(gap, 0.1 * max(abs(best_value), 1e-6))
+        step = theta * max(target_gap, 1e-9) / norm
         m = Multipliers(
             np.maximum(0.0, m.lam + step * d_lam),
             np.maximum(0.0, m.mu + step * d_mu),

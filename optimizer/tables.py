@@ -339,5 +339,5 @@ def build_tables(problem: Problem) -> Tables:
         * tables.slot_h
         * max(w_max, 1e-6)
     )
-    tables.penalty = tables.prio * worst + 1.0  # above any option's objective
+    tables.penalty = 10.0 * tables.prio * worst + 1.0  # well above any option: planning a job always pays
     return tables
