@@ -2,9 +2,10 @@
 
 Each job with a plan or a run gives one ledger entry:
 
-* **metered** when its latest run finished with a metered energy reading (``runs.energy_kwh``): the run's cost and
-  carbon are used, and where the run did not record them they are the planned price and intensity applied to the
-  metered energy;
+* **metered** when its latest run finished with a metered energy reading (``runs.energy_kwh``, IT energy of the
+  GPUs): its facility energy is that times the region's PUE, like the planner's figures; the run's cost and carbon
+  (computed by the status sync on facility energy) are used, and where the run did not record them they are the
+  planned price and intensity per kWh applied to the facility energy;
 * **planned** otherwise, from its assignment (the one its run executed, else the current plan's, else the newest).
 
 An entry belongs to the UTC month in which it starts (run start, else planned start). Savings compare an entry with
@@ -55,8 +56,8 @@ class Entry:
     runtime_job_id: str | None
     energy_source: str | None  # nvml | accounting | estimate | None (planned)
     planned_energy_kwh: float
-    metered_energy_kwh: float | None
-    energy_kwh: float
+    metered_energy_kwh: float | None  # metered IT (GPU) energy [kWh]
+    energy_kwh: float  # facility energy: planned, or metered x PUE [kWh]
     cost: float  # [reporting currency]
     currency: str
     carbon_kg: float  # location-based [kgCO2eq]
@@ -220,7 +221,7 @@ def build_entries(
         rate = _rate(fx_rates, a.currency, reporting)
         metered = run is not None and run.energy_kwh is not None and run.finished_at is not None
         if metered and run is not None and run.energy_kwh is not None:
-            energy = float(run.energy_kwh)
+            energy = float(run.energy_kwh) * (a.region.pue or 1.0)  # metered IT energy -> facility energy
             per_kwh_cost = a.cost / a.energy_kwh if a.energy_kwh else 0.0
             per_kwh_carbon = a.carbon_kg / a.energy_kwh if a.energy_kwh else 0.0
             cost = run.cost if run.cost is not None else energy * per_kwh_cost

@@ -66,11 +66,12 @@ def test_entries_belong_to_the_month_they_start_in(client, two_tenants):
 
 def test_metered_run_replaces_the_plan_in_report_and_receipt(client, session, two_tenants, now):
     tokens, a, _b = two_tenants
-    # Metered 120 kWh where 100 were planned; the run recorded no cost, so the planned price applies (0.1 EUR/kWh).
-    finish_run(session, a[0], now + timedelta(hours=2), 2, 120.0, cost=None, carbon_kg=45.0)
+    # 100 kWh of IT energy metered; Frankfurt's PUE 1.2 makes it 120 kWh at the facility, where 100 were planned.
+    # The run recorded no cost, so the planned price applies (10 EUR / 100 kWh).
+    finish_run(session, a[0], now + timedelta(hours=2), 2, 100.0, cost=None, carbon_kg=45.0)
     r = client.get(f"/api/v1/jobs/{a[0]}/receipt", headers=auth(tokens["a"])).json
     assert r["basis"] == "metered" and r["runtime_job_id"] == f"local-{a[0]}"
-    assert r["metered_energy_kwh"] == pytest.approx(120.0) and r["planned_energy_kwh"] == pytest.approx(100.0)
+    assert r["metered_energy_kwh"] == pytest.approx(100.0) and r["planned_energy_kwh"] == pytest.approx(100.0)
     assert r["actual"] == pytest.approx({"energy_kwh": 120.0, "cost": 12.0, "carbon_kg": 45.0})
     assert r["saving_cost"] == pytest.approx(3.0) and r["saving_carbon_kg"] == pytest.approx(5.0)
     rows = {x["region"]: x for x in client.get("/api/v1/reports/monthly?month=2030-01",

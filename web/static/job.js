@@ -31,15 +31,15 @@
       ["Start", GS.fmtTime(r.start_at)], ["End", GS.fmtTime(r.end_at)],
       ["Runtime job id", `<code id="runtime-id">${GS.esc(r.runtime_job_id || "—")}</code>`],
       ["Run state", GS.esc(r.run_state || "—")],
-      ["Metered energy", r.metered_energy_kwh === null || r.metered_energy_kwh === undefined ? "—"
-        : `${GS.num(r.metered_energy_kwh, 3)} kWh (${GS.esc(r.energy_source || "")})`],
-      ["Planned energy", r.planned_energy_kwh === null || r.planned_energy_kwh === undefined ? "—" : `${GS.num(r.planned_energy_kwh, 1)} kWh`],
+      ["Metered GPU energy", r.metered_energy_kwh === null || r.metered_energy_kwh === undefined ? "—"
+        : `<span id="metered-energy">${GS.num(r.metered_energy_kwh, 3)} kWh</span> (${GS.esc(r.energy_source || "")})`],
+      ["Planned facility energy", r.planned_energy_kwh === null || r.planned_energy_kwh === undefined ? "—" : `${GS.num(r.planned_energy_kwh, 1)} kWh`],
     ]);
     const cur = GS.esc(r.currency);
     $("receipt").innerHTML = r.basis === null ? '<p class="muted" id="receipt-empty">No receipt yet: the job has not been planned.</p>' :
       `<p class="muted">Basis: <b id="receipt-basis">${GS.esc(r.basis)}</b></p><div class="scroll"><table class="grid side" id="receipt-table">
       <thead><tr><th></th><th>This job</th><th>Run now</th><th>Saving</th></tr></thead><tbody>
-      <tr><th>Energy kWh</th><td>${GS.num(r.actual.energy_kwh, 2)}</td><td>${GS.num(r.run_now.energy_kwh, 2)}</td><td></td></tr>
+      <tr><th>Facility energy kWh</th><td>${GS.num(r.actual.energy_kwh, 2)}</td><td>${GS.num(r.run_now.energy_kwh, 2)}</td><td></td></tr>
       <tr><th>Cost ${cur}</th><td>${GS.num(r.actual.cost, 2)}</td><td>${GS.num(r.run_now.cost, 2)}</td><td>${GS.num(r.saving_cost, 2)}</td></tr>
       <tr><th>CO2 kg (location)</th><td>${GS.num(r.actual.carbon_kg, 2)}</td><td>${GS.num(r.run_now.carbon_kg, 2)}</td><td>${GS.num(r.saving_carbon_kg, 2)}</td></tr>
       ${r.carbon_market_kg === null || r.carbon_market_kg === undefined ? "" : `<tr><th>CO2 kg (market)</th><td>${GS.num(r.carbon_market_kg, 2)}</td><td></td><td></td></tr>`}
