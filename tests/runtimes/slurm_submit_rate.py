@@ -2,7 +2,8 @@
 
 Starts a one-node cluster on loopback (tests.runtimes.slurm), submits N one-GPU jobs through the Slurm
 connector as fast as one caller can, then waits for them to start and reports the start lateness
-(actual start minus submit). The dispatch benchmark (bench/dispatch_bench.py) measures the whole path;
+(actual start minus submit; it includes waiting for a free GPU). The REST path lists every job the
+controller holds to find a run key (v0.0.38 has no name filter), so its rate falls as jobs accumulate. The dispatch benchmark (bench/dispatch_bench.py) measures the whole path;
 this isolates the connector.
 
 Usage: .venv/bin/python tests/runtimes/slurm_submit_rate.py [--jobs 100] [--json]
@@ -61,8 +62,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    # 8 GPUs, and jobs of one GPU for 1 s: the cluster keeps up, so lateness is the scheduler's own delay
-    lab = SlurmLab({"gs-rate": {"h100": 8}}, rest=True)
+    # 16 GPUs (the node runs at most 16 jobs: 2 CPUs, OverSubscribe=FORCE:8) and one-GPU jobs of 1 s each;
+    # jobs arrive faster than 16 slots drain them, so lateness includes queueing, not only scheduler delay
+    lab = SlurmLab({"gs-rate": {"h100": 16}}, rest=True)
     try:
         cluster = lab.start()["gs-rate"]
         rows = [measure(cluster, mode, args.jobs) for mode in ("cli", "rest")]
