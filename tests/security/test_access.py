@@ -88,10 +88,13 @@ def test_readonly_tokens_cannot_write_anywhere(client, session, world, now, who)
     for method, rule in WRITE_ROUTES:
         url = _fill(rule, own_job.json["id"], own_token)
         kw: dict[str, Any] = {"headers": bearer(token)}
+        body = _valid_body(rule, now)
         if method != "DELETE":
-            kw["json"] = _valid_body(rule, now)
+            kw["json"] = {} if body is None else body
         resp = client.open(url, method=method, **kw)
-        assert resp.status_code == 403, (
+        # with a valid body only the role check can refuse; without one, validation may answer first
+        allowed = {403} if body is not None or method == "DELETE" else {403, 422}
+        assert resp.status_code in allowed, (
             who,
             method,
             url,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import job_payload
 from tests.security.conftest import World, _tokens, add_alpha_data, add_shared_rows, bearer
 from tests.security.test_isolation import ROUTES, _normal
@@ -21,8 +23,8 @@ def _views(client, token: str, bravo_job: int) -> dict[str, str]:
     return out
 
 
-def test_lists_and_reports_do_not_count_other_tenants(client, session, small_fleet, now):
-
+@pytest.fixture
+def before_after(client, session, small_fleet, now):  # type: ignore[no-untyped-def]
     world = World(tokens=_tokens(session))
     token = world.tokens["bravo-member"]
     resp = client.post("/api/v1/jobs", json=job_payload(now, name="bravo-own"), headers=bearer(token))
@@ -31,7 +33,11 @@ def test_lists_and_reports_do_not_count_other_tenants(client, session, small_fle
     add_shared_rows(session, now)  # the plan exists before and after: only alpha's share of it changes
     before = _views(client, token, bravo_job)
     add_alpha_data(session, world, now)
-    after = _views(client, token, bravo_job)
+    return before, _views(client, token, bravo_job)
+
+
+def test_lists_and_reports_do_not_count_other_tenants(before_after):
+    before, after = before_after
     assert len(before) >= 3
     changed = {url: (before[url][:300], after[url][:300]) for url in before if before[url] != after[url]}
     assert not changed, changed
