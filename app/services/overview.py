@@ -4,6 +4,7 @@ against the power budget per hour, and GPUs in use per hardware type. Aggregates
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -121,7 +122,10 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
         for s, e in running_intervals(a):
             if s <= now < e:
                 in_use[(a.region_id, a.hardware_type.code)] += gpus
-            for i, slot in enumerate(slots):
+            first = max(0, math.floor((s - start).total_seconds() / 3600.0))
+            last = min(len(slots), math.ceil((e - start).total_seconds() / 3600.0))
+            for i in range(first, last):  # only the hours the interval touches
+                slot = slots[i]
                 overlap = (min(e, slot + timedelta(hours=1)) - max(s, slot)).total_seconds()
                 if overlap > 0:
                     load[a.region_id][i] += kw * overlap / 3600.0
