@@ -12,7 +12,6 @@ Market data:
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from dataclasses import dataclass, field
@@ -25,9 +24,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.enums import SERIES_UNITS, Role, SeriesKind, WorkloadClass
 from app.models import Region, Tenant
-from app.services import auth, fleet, jobs, market
-
-CATALOG = Path(__file__).resolve().parent.parent / "data" / "hardware_catalog.json"
+from app.services import auth, catalog, fleet, jobs, market
 
 # code, name, zone, time zone, PUE, power budget [kW], residency tags, inventory {hw: GPUs}
 REGIONS = [
@@ -49,16 +46,11 @@ class SeedResult:
     tokens: dict[str, str] = field(default_factory=dict)
 
 
-def load_catalog(path: Path = CATALOG) -> list[dict]:
-    return list(json.loads(path.read_text())["hardware"])
-
-
 def seed(session: Session, settings: Settings, *, data_dir: Path | None, seed: int = 7, n_jobs: int = 24,
          now: datetime | None = None) -> SeedResult:
     """Idempotent: an existing fleet is updated, tenants and tokens are only created once."""
     now = (now or datetime.now(UTC)).replace(minute=0, second=0, microsecond=0)
-    for hw in load_catalog():
-        fleet.upsert_hardware(session, hw["code"], {k: v for k, v in hw.items() if k != "code"})
+    n_hardware, _new_profiles = catalog.import_catalog(session)  # sourced figures + measured profiles
     for code, name, zone, tz, pue, budget, tags, inventory in REGIONS:
         fleet.upsert_region(session, code, dict(name=name, zone=zone, timezone=tz, pue=pue,
                                                 power_budget_kw=budget, residency_tags=tags))
@@ -101,7 +93,7 @@ def seed(session: Session, settings: Settings, *, data_dir: Path | None, seed: i
             _b, ids = jobs.submit_jobs(session, p, items, now=now)
             n_new += len(ids)
     label = f"real {REPLAY_YEAR} data replayed from {data_dir}" if data_dir else "SYNTHETIC scenario (seeded)"
-    summary = (f"demo fleet: {len(REGIONS)} regions, {len(load_catalog())} hardware types; "
+    summary = (f"demo fleet: {len(REGIONS)} regions, {n_hardware} hardware types; "
                f"{n_points} market points ({label}); {n_new} jobs")
     return SeedResult(summary, tokens)
 

@@ -18,6 +18,7 @@ import csv
 import gzip
 import io
 import math
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -155,7 +156,10 @@ def read_csv(path: Path, *, zone: str | None = None, source: str | None = None,
 
 def parse_upload(data: bytes, *, zone: str | None, source: str) -> list[Point]:
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValidationFailed("not a readable gzip file", [FieldError("file", str(exc))]) from exc
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

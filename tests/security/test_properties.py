@@ -139,11 +139,6 @@ def test_any_upload_is_parsed_or_refused_with_a_validation_error(data):
         assert exc.errors and all(e.field for e in exc.errors)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app/services/market.py parse_upload: a body starting with the gzip magic but not a valid gzip stream "
-    "raises EOFError/BadGzipFile, which the import endpoint answers with a 500 (lead to wrap gzip.decompress)",
-)
 @settings(max_examples=50, deadline=None, derandomize=True)
 @given(st.binary(max_size=200).map(lambda b: b"\x1f\x8b" + b))
 def test_a_broken_gzip_upload_is_a_validation_error(data):
