@@ -56,6 +56,18 @@ def running_intervals(a: Assignment) -> list[tuple[datetime, datetime]]:
     return [(a.start_at, a.end_at)]
 
 
+def quantile_level(key: str) -> float | None:
+    """A stored quantile's level in (0, 1) from its key: ``"0.1"``, ``"q10"`` or ``"p10"``; None if unreadable."""
+    raw = key.strip().lower().lstrip("qp")
+    try:
+        level = float(raw)
+    except ValueError:
+        return None
+    if level >= 1.0 and key.strip().lower()[:1] in ("q", "p"):
+        level /= 100.0
+    return level if 0.0 < level < 1.0 else None
+
+
 def assignment_power_kw(a: Assignment) -> float:
     """Mean facility power while running [kW] = planned energy / running hours."""
     hours = sum((e - s).total_seconds() for s, e in running_intervals(a)) / 3600.0
@@ -83,7 +95,8 @@ def _series(session: Session, zone: str, kind: SeriesKind, start: datetime, now:
         .order_by(ForecastRun.issued_at, ForecastRun.id)
     )
     for point, run_model, run_issued in rows:  # later runs overwrite earlier forecasts of the same hour
-        q = {float(k): v for k, v in (point.quantiles or {}).items() if v is not None}
+        q = {lvl: float(v) for k, v in (point.quantiles or {}).items()
+             if v is not None and (lvl := quantile_level(k)) is not None}
         lo = q[min(q)] if q else None
         hi = q[max(q)] if q else None
         fc[point.ts] = (point.value, lo, hi)

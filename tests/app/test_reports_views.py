@@ -87,7 +87,8 @@ def test_overview_series_realised_until_now_and_forecast_interval(session, plann
                                  unit="EUR/MWh", source="test"))
     run = ForecastRun(zone="DE", kind=SeriesKind.PRICE, model="seasonal_naive", issued_at=now - timedelta(hours=1),
                       status=ForecastRunStatus.SUCCEEDED)
-    run.points = [ForecastPoint(ts=now + timedelta(hours=h), value=99.0 + h, quantiles={"0.1": 90.0 + h, "0.9": 110.0 + h})
+    run.points = [ForecastPoint(ts=now + timedelta(hours=h), value=99.0 + h,
+                                quantiles={"q10": 90.0 + h, "q50": 99.0 + h, "q90": 110.0 + h, "note": "x"})
                   for h in range(0, 4)]
     failed = ForecastRun(zone="DE", kind=SeriesKind.PRICE, model="broken", issued_at=now,
                          status=ForecastRunStatus.FAILED)
@@ -151,3 +152,8 @@ def test_operator_replan_puts_a_submitted_job_in_the_current_plan(client, sessio
     assert client.get(f"/api/v1/jobs/{job_id}", headers=auth(member)).json["state"] == "planned"
     receipt = client.get(f"/api/v1/jobs/{job_id}/receipt", headers=auth(member)).json
     assert receipt["basis"] == "planned" and receipt["region"] == mine["assignments"][0]["region"]
+
+
+def test_quantile_keys_in_either_spelling():
+    assert [overview.quantile_level(k) for k in ("0.1", "q10", "p90", "0.975", "q2.5", "median", "1.5")] == [
+        0.1, 0.1, 0.9, 0.975, 0.025, None, None]
