@@ -173,11 +173,11 @@ def check_plan(problem: Problem, plan: Plan, *, allow_late: bool = False, tol: f
         have = regions[rname].gpus_at(hname, t)
         if used > have:
             bad.append(f"region {rname} slot {t}: {used} {hname} GPUs used, {have} available")
-    for (rname, t), used in kw_use.items():
+    for (rname, t), used_kw in kw_use.items():
         reg = regions[rname]
         limit = reg.power_budget_kw[t] - reg.base_kw_at(t)
-        if used > limit + tol * max(1.0, abs(limit)):
-            bad.append(f"region {rname} slot {t}: {used:.3f} kW for jobs, budget leaves {limit:.3f} kW")
+        if used_kw > limit + tol * max(1.0, abs(limit)):
+            bad.append(f"region {rname} slot {t}: {used_kw:.3f} kW for jobs, budget leaves {limit:.3f} kW")
     objective = objective_value(problem, tot_cost, tot_carbon)
     if (
         problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP

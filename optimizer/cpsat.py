@@ -114,35 +114,9 @@ def build_options(
     c, r, h, s1, l1, s2, l2 = (table[:, k] for k in range(7))
     ch = Choice(r, h, s1, l1, s2, l2)
     # objective of an option = objective of the class representative running it
-    proxy = _as_rows(tb, rep[c])
-    obj = option_objective(proxy, ch, 0.0)  # carbon_cost_cap: carbon only, the cap is a constraint
-    cost = option_objective(_Priced(proxy), ch)
+    obj = option_objective(tb, ch, 0.0, rows=rep[c])  # carbon_cost_cap: carbon only, the cap is a constraint
+    cost = option_objective(tb, ch, rows=rep[c], weights=np.where(tb.valid, tb.price_kwh, 0.0))
     return Options(c, ch, obj, cost, exact)
-
-
-class _Rows:
-    """A view of ``Tables`` whose job rows are re-indexed (one row per option)."""
-
-    def __init__(self, tb: Tables, rows: np.ndarray) -> None:
-        self._tb, self.J = tb, len(rows)
-        self.g, self.pkw = tb.g[rows], tb.pkw[rows]
-
-    def __getattr__(self, name: str):
-        return getattr(self._tb, name)
-
-
-class _Priced(_Rows):
-    """Same view, with price per kWh as the weight (to compute cost)."""
-
-    def __init__(self, view: _Rows) -> None:
-        self.__dict__.update(view.__dict__)
-
-    def weights(self, nu: float = 0.0) -> np.ndarray:
-        return np.where(self._tb.valid, self._tb.price_kwh, 0.0)
-
-
-def _as_rows(tb: Tables, rows: np.ndarray):
-    return _Rows(tb, rows)
 
 
 def add_assignment(model: cp_model.CpModel, opts: Options, counts: np.ndarray) -> tuple[list, list]:
@@ -249,9 +223,16 @@ def add_hint(
     value = np.zeros(len(x), dtype=np.int64)
     left = counts.copy()
     for row in np.flatnonzero(hint.r >= 0):
-        k = index.get(
-            (int(cls[row]), *(int(getattr(hint, f)[row]) for f in ("r", "h", "s1", "l1", "s2", "l2")))
+        key = (
+            int(cls[row]),
+            int(hint.r[row]),
+            int(hint.h[row]),
+            int(hint.s1[row]),
+            int(hint.l1[row]),
+            int(hint.s2[row]),
+            int(hint.l2[row]),
         )
+        k = index.get(key)
         if k is not None:
             value[k] += 1
             left[cls[row]] -= 1

@@ -140,13 +140,26 @@ class Scanner:
         return float(total[i, jb]), objective, (int(rr[i]), h, int(sa[ja]), a, int(sb[jb]), b)
 
 
-def option_objective(tb: Tables, ch: Choice, nu: float = 0.0) -> np.ndarray:
-    """Objective of each row's option [objective units]; NaN for rows left out."""
-    cum = cumulative(tb.slot_h * tb.weights(nu))
-    out = np.full(tb.J, np.nan)
+def option_objective(
+    tb: Tables,
+    ch: Choice,
+    nu: float = 0.0,
+    *,
+    rows: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """Objective of each option of ``ch`` [objective units]; NaN where ``r == -1``.
+
+    ``rows[k]`` is the job row of option ``k`` (default: option ``k`` belongs to row ``k``); ``weights``
+    replaces the objective per kWh ``(R, T)`` (e.g. the price, to get costs).
+    """
+    w = tb.weights(nu) if weights is None else weights
+    cum = cumulative(tb.slot_h * w)
+    out = np.full(len(ch.r), np.nan)
     on = np.flatnonzero(ch.r >= 0)
+    job = on if rows is None else np.asarray(rows)[on]
     r, h = ch.r[on], ch.h[on]
-    power = tb.g[on] * tb.pkw[on, h] * tb.pue[r]
+    power = tb.g[job] * tb.pkw[job, h] * tb.pue[r]
     s1, l1, s2, l2 = ch.s1[on], ch.l1[on], ch.s2[on], ch.l2[on]
     part2 = np.where(l2 > 0, cum[r, np.minimum(s2 + l2, tb.T)] - cum[r, s2], 0.0)
     out[on] = power * (cum[r, s1 + l1] - cum[r, s1] + part2)
@@ -180,12 +193,10 @@ def place(
     *,
     m: Multipliers | None = None,
     nu: float = 0.0,
-    deadline: float | None = None,
 ) -> Choice:
     """Place rows in ``order`` at their best feasible option (score = objective + prices of ``m``).
 
-    Rows that fit nowhere are left out (``r == -1``). ``deadline`` is a ``time.perf_counter()`` value after
-    which the remaining rows are placed by objective only, with no further pricing work (never skipped).
+    Rows that fit nowhere are left out (``r == -1``).
     """
     ch = Choice.empty(tb.J)
     res = Residual(tb)
@@ -196,7 +207,6 @@ def place(
             continue
         ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
         res.apply(tb, ch, int(row), -1)
-    del deadline
     return ch
 
 
@@ -208,20 +218,19 @@ def improve(tb: Tables, ch: Choice, *, nu: float = 0.0, time_limit_s: float = 5.
     t0 = time.perf_counter()
     ch = ch.copy()
     res = Residual(tb)
-    for row in np.flatnonzero(ch.r >= 0):
-        res.apply(tb, ch, int(row), -1)
+    for busy in np.flatnonzero(ch.r >= 0):
+        res.apply(tb, ch, int(busy), -1)
     scan = Scanner(tb, None, nu)
     current = option_objective(tb, ch, nu)
-    rng = np.random.default_rng(seed)
+    del seed  # deterministic: the visiting order depends on costs only
     while time.perf_counter() - t0 < time_limit_s:
         changed = 0.0
         # left-out jobs first, then the most expensive runs
         order = np.concatenate((np.flatnonzero(ch.r < 0), np.argsort(-np.nan_to_num(current, nan=-1.0))))
-        order = order[: len(order)]
-        for row in order:
+        for row_ in order:
             if time.perf_counter() - t0 > time_limit_s:
                 break
-            row = int(row)
+            row = int(row_)
             old = (ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row])
             res.apply(tb, ch, row, +1)
             found = scan.best(row, res)
@@ -235,7 +244,6 @@ def improve(tb: Tables, ch: Choice, *, nu: float = 0.0, time_limit_s: float = 5.
             res.apply(tb, ch, row, -1)
         if changed <= 1e-9:
             break
-        rng.shuffle(order)
     return ch
 
 
@@ -322,8 +330,8 @@ def place_fast(
     ch = Choice.empty(tb.J)
     res = Residual(tb)
     scan = Scanner(tb, m, nu)
-    for row in order:
-        row = int(row)
+    for row_ in order:
+        row = int(row_)
         taken = False
         lo, hi = cand.offsets[row], cand.offsets[row + 1]
         # only near-best candidates: past them, the full scan finds cheaper starts of the good pairs
@@ -361,16 +369,16 @@ def improve_fast(tb: Tables, ch: Choice, cand: Candidates, *, time_limit_s: floa
     t0 = time.perf_counter()
     ch = ch.copy()
     res = Residual(tb)
-    for row in np.flatnonzero(ch.r >= 0):
-        res.apply(tb, ch, int(row), -1)
+    for busy in np.flatnonzero(ch.r >= 0):
+        res.apply(tb, ch, int(busy), -1)
     current = option_objective(tb, ch)
     while time.perf_counter() - t0 < time_limit_s:
         moved = 0
         order = np.concatenate((np.flatnonzero(ch.r < 0), np.argsort(-np.nan_to_num(current, nan=-1.0))))
-        for i, row in enumerate(order):
+        for i, row_ in enumerate(order):
             if i % 256 == 0 and time.perf_counter() - t0 > time_limit_s:
                 break
-            row = int(row)
+            row = int(row_)
             was = current[row] if ch.r[row] >= 0 else tb.penalty[row]
             lo, hi = cand.offsets[row], cand.offsets[row + 1]
             if hi == lo or cand.val[lo] >= was - 1e-9 * max(1.0, abs(was)):
@@ -408,8 +416,8 @@ def repair_left_out(
     t0 = time.perf_counter()
     ch = ch.copy()
     scan = Scanner(tb)
-    for row in np.flatnonzero(ch.r < 0):
-        row = int(row)
+    for row_ in np.flatnonzero(ch.r < 0):
+        row = int(row_)
         lo, hi = cand.offsets[row], cand.offsets[row + 1]
         for k in range(lo, min(hi, lo + tries)):
             if time.perf_counter() - t0 > time_limit_s:
@@ -437,9 +445,9 @@ def repair_left_out(
             hit.sort(key=lambda j: (ch.h[j] != h, tb.g[j] * ch.l1[j]))
             trial = ch.copy()
             res = Residual(tb)
-            for j in np.flatnonzero(trial.r >= 0):
-                res.apply(tb, trial, int(j), -1)
-            evicted = []
+            for busy in np.flatnonzero(trial.r >= 0):
+                res.apply(tb, trial, int(busy), -1)
+            evicted: list[int] = []
             for j in hit:
                 if _fits_option(tb, res, row, r, h, s1, l1, s2, l2):
                     break

@@ -12,6 +12,7 @@ LP small where solving the full relaxation directly does not finish.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 from ortools.linear_solver import pywraplp
@@ -19,17 +20,6 @@ from ortools.linear_solver import pywraplp
 from optimizer.bound import Choice, Multipliers, evaluate
 from optimizer.heuristic import option_objective
 from optimizer.tables import Tables
-
-
-class _PerOption:
-    """View of ``Tables`` with one job row per option (for ``option_objective``)."""
-
-    def __init__(self, tb: Tables, job_rows: np.ndarray) -> None:
-        self._tb, self.J = tb, len(job_rows)
-        self.g, self.pkw = tb.g[job_rows], tb.pkw[job_rows]
-
-    def __getattr__(self, name: str):
-        return getattr(self._tb, name)
 
 
 class _Master:
@@ -56,7 +46,7 @@ class _Master:
     def add_options(self, ch: Choice, pick: np.ndarray, job_rows: np.ndarray) -> int:
         """Add options ``ch[pick]`` (option ``k`` belongs to job row ``job_rows[k]``); returns how many were new."""
         tb = self.tb
-        obj = option_objective(_PerOption(tb, job_rows), ch)
+        obj = option_objective(tb, ch, rows=job_rows)
         added = 0
         for k in pick:
             k = int(k)
@@ -143,7 +133,9 @@ def column_generation(
     for seed in seeds:
         master.add(seed, np.arange(tb.J))
     best, best_m = -np.inf, Multipliers.zeros(tb)
-    info = {"rounds": 0, "columns": 0, "lp_value": None, "converged": False}
+    info: dict[str, Any] = {"rounds": 0, "columns": 0, "lp_value": None, "converged": False}
+    trace: list[tuple[float, float]] = []
+    info["trace"] = trace
     for _ in range(max_rounds):
         remaining = time_limit_s - (time.perf_counter() - t0)
         if remaining <= 0:
@@ -152,12 +144,13 @@ def column_generation(
         status = master.lp.Solve()
         if status != pywraplp.Solver.OPTIMAL:
             break
-        info["lp_value"] = master.obj.Value()
+        lp_value = float(master.obj.Value())
+        info["lp_value"] = lp_value
         m, pi = master.duals()
         found: list = []
         value, _, _ = evaluate(tb, m, collect=found)
-        info["rounds"] += 1
-        info.setdefault("trace", []).append((round(info["lp_value"], 4), round(value, 4)))
+        info["rounds"] = int(info["rounds"] or 0) + 1
+        trace.append((round(lp_value, 4), round(value, 4)))
         if value > best:
             best, best_m = value, m
         # an option prices in when its priced value is below its class's convexity dual;

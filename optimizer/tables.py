@@ -283,8 +283,9 @@ def build_tables(problem: Problem) -> Tables:
         4: "every possible run crosses a slot with a missing price or carbon intensity",
     }
     plannable = stage >= 5
-    for k in np.flatnonzero(~plannable):
-        unplanned.append(Unplanned(jobs[k].job_id, reasons[int(stage[k])], details[int(stage[k])]))
+    for left_out in np.flatnonzero(~plannable):
+        why = int(stage[left_out])
+        unplanned.append(Unplanned(jobs[left_out].job_id, reasons[why], details[why]))
     remap = -np.ones(J, dtype=np.int64)
     remap[plannable] = np.arange(int(plannable.sum()))
 
