@@ -197,3 +197,27 @@ def test_matches_brute_force_on_random_tiny_problems(params):
         assert not plan.unplanned
         assert math.isclose(plan.cost, brute_force(pb), rel_tol=1e-6)
         assert plan.best_bound is not None and plan.best_bound <= plan.objective + 1e-9
+
+
+def test_lp_bound_by_column_generation_is_valid_and_converges(params):
+    from optimizer.bound import Multipliers, evaluate
+    from optimizer.cpsat import build_classes
+    from optimizer.heuristic import greedy_order, place
+    from optimizer.lp import column_generation
+    from optimizer.tables import build_tables
+
+    rng = np.random.default_rng(11)
+    regions = [region(n, rng.integers(5, 100, 6), gpus=4, budget_kw=2.0) for n in ("A", "B")]
+    jobs = [
+        job(f"j{i}", gpus=int(rng.choice([1, 2])), dur=int(rng.integers(1, 4)), n_slots=6) for i in range(4)
+    ]
+    pb = problem(regions, jobs)
+    tb = build_tables(pb)
+    cls, rep, counts = build_classes(tb)
+    _, unconstrained, _ = evaluate(tb, Multipliers.zeros(tb))
+    bound, _, info = column_generation(
+        tb, cls, rep, counts, [place(tb, greedy_order(tb)), unconstrained], time_limit_s=5
+    )
+    assert info["converged"]
+    assert math.isclose(bound, info["lp_value"], rel_tol=1e-6)  # Lagrangian at the LP duals = LP optimum
+    assert bound <= brute_force(pb) + 1e-9
