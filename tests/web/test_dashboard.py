@@ -3,6 +3,7 @@ download the month's PDF report and render it with pdftoppm; the layout at 1280 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -135,6 +136,14 @@ def test_batch_upload_reads_times_in_the_users_zone_and_names_bad_lines(page, li
     first = next(j for j in jobs if j["name"] == "r1")
     assert datetime.fromisoformat(first["release_at"]) == release  # 10:00 Berlin, stored as UTC
     assert first["allowed_regions"] == ["fr-par", "es-mad"]
+    as_json = tmp_path / "jobs.json"
+    as_json.write_text(json.dumps({"jobs": [{"name": "j1", "gpu_count": 1, "reference_gpu_hours": 2,
+                                             "release_at": release.isoformat(),
+                                             "deadline_at": (release + timedelta(days=1)).isoformat()}]}))
+    page.goto(live_server.url + "/ui/submit")
+    page.set_input_files("#batch-file", str(as_json))
+    page.click("#batch-btn")
+    assert "Stored 1 job (" in page.wait_for_selector("#batch-ok").inner_text()
 
 
 def test_api_docs_page_works_offline(page, live_server):

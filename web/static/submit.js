@@ -161,7 +161,7 @@
       const isJson = file.name.toLowerCase().endsWith(".json") || text.trimStart().startsWith("[") || text.trimStart().startsWith("{");
       const jobs = isJson ? jsonJobs(text) : csvJobs(text);
       const res = await GS.busy(`Uploading ${jobs.length} jobs`, () => GS.api("POST", "/api/v1/jobs/batch", { jobs }));
-      out.innerHTML = `<p class="ok" id="batch-ok">Stored ${res.count} jobs (batch <a href="/ui/jobs?batch_id=${GS.esc(res.batch_id)}">${GS.esc(res.batch_id.slice(0, 8))}</a>).</p>`;
+      out.innerHTML = `<p class="ok" id="batch-ok">Stored ${res.count} job${res.count === 1 ? "" : "s"} (batch <a href="/ui/jobs?batch_id=${GS.esc(res.batch_id)}">${GS.esc(res.batch_id.slice(0, 8))}</a>).</p>`;
     } catch (err) {
       out.innerHTML = `<p class="error" id="batch-error">${GS.esc(err.describe ? err.describe() : err.message)}</p>`;
     }
