@@ -186,3 +186,24 @@ def test_a_submission_interrupted_before_launch_is_completed_by_the_retry(tmp_pa
     assert retry.submit(spec) == "gs-crash"  # once finished, never again
     time.sleep(0.3)
     assert marker.read_text() == "ran\n"
+
+
+def test_the_time_limit_stops_a_job_and_fails_it(
+    local: LocalConnector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a real 1-minute limit would make this test slow: shrink the spec's limit to 1.2 s before the supervisor reads it
+    monkeypatch.setattr(local, "_launch", lambda run_dir: None)
+    job_id = local.submit(
+        JobSpec(run_key="gs-limit", name="l", command="sleep 30", hardware="h100", gpu_count=1)
+    )
+    spec_path = local.run_dir(job_id) / "spec.json"
+    spec_path.write_text(
+        spec_path.read_text().replace('"time_limit_minutes": 60', '"time_limit_minutes": 0.02')
+    )
+    monkeypatch.undo()
+    local._launch(local.run_dir(job_id))
+    assert finish(local, job_id) is RunStatus.FAILED
+    state = local.poll(job_id)
+    assert "time limit" in state.message
+    assert state.finished_at is not None and state.started_at is not None
+    assert (state.finished_at - state.started_at).total_seconds() < 10
