@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -181,13 +181,31 @@ def submit_jobs(
     for row in rows:
         row.update(tenant_id=principal.tenant_id, batch_id=batch_id, state=JobState.PENDING,
                    created_at=now, updated_at=now)
-    ids = list(session.scalars(insert(Job).returning(Job.id, sort_by_parameter_order=True), rows))
+    ids = _insert_jobs(session, rows)
     session.execute(
         insert(JobEvent),
         [{"job_id": jid, "at": now, "state": JobState.PENDING.value, "message": "submitted"} for jid in ids],
     )
     audit.record(session, principal, "jobs.submit", "batch", batch_id, count=len(ids))
     return batch_id, ids
+
+
+def _insert_jobs(session: Session, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert the rows; returns their ids in input order (ascending, so newest-first listing keeps input order).
+
+    On PostgreSQL the ids are drawn from the sequence first and the rows go in with a plain executemany (psycopg
+    pipelines it): 4x faster for a 10,000-job batch than INSERT ... RETURNING over multi-row VALUES, whose huge
+    statements psycopg re-parses on every page (bench/api_bench.py --profile).
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        ids = sorted(session.scalars(
+            text("SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, :n)"), {"n": len(rows)}
+        ))
+        for row, job_id in zip(rows, ids, strict=True):
+            row["id"] = job_id
+        session.execute(insert(Job), rows)
+        return ids
+    return list(session.scalars(insert(Job).returning(Job.id, sort_by_parameter_order=True), rows))
 
 
 def request_hash(payload: Any) -> str:
