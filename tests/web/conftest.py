@@ -99,7 +99,7 @@ def page(browser, live_server):  # type: ignore[no-untyped-def]
     context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True,
                                   timezone_id="Europe/Berlin")
     pg = context.new_page()
-    pg.set_default_timeout(20_000)
+    pg.set_default_timeout(30_000)
     errors: list[str] = []
     # HTTP error answers the page handles (e.g. 404 before the first plan) are logged by chromium too: not errors.
     pg.on("console", lambda m: errors.append(f"console: {m.text}")
