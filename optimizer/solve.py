@@ -107,6 +107,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         price_only = Multipliers.zeros(tb, nu=1e6)  # cheapest plan, to satisfy the cap first
         best = place(tb, order, nu=price_only.nu)
     best_score = _score(tb, best)
+    greedy_s = time.perf_counter() - t
     t = lap("greedy", t)
     upper = best_score if np.isfinite(best_score) else penalised_objective(tb, best)
     cls, rep, counts = build_classes(tb)
@@ -129,8 +130,8 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     big_first = size_order(tb)
     tries = [(m.nu, big_first), (m.nu, order)] + ([(m.nu * 2 + 1e-3, big_first)] if capped else [])
     for k, (nu, order_k) in enumerate(tries):
-        if k and left() < 0.6 * limit:
-            break
+        if left() < 1.5 * greedy_s + 0.05 * limit or (k and left() < 0.6 * limit):
+            break  # another placement would not finish in time
         if capped:
             cand = place(tb, order_k, m=m, nu=nu)
         else:
