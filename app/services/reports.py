@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from app.db import utcnow
@@ -145,26 +145,31 @@ def _rate(fx_rates: Mapping[str, float], currency: str, reporting: str) -> float
 
 
 def _pick_assignments(session: Session, job_ids: Sequence[int], runs: Mapping[int, Run]) -> dict[int, Assignment]:
-    """Per job: the assignment its run executed, else the current plan's, else the newest plan's."""
+    """Per job: the assignment its run executed, else the current plan's, else the newest plan's.
+
+    Light id queries pick one assignment per job first; only the picked rows are loaded as objects.
+    """
     if not job_ids:
         return {}
-    rows = session.execute(
-        select(Assignment, Plan.is_current)
-        .join(Plan, Plan.id == Assignment.plan_id)
-        .where(Assignment.job_id.in_(job_ids))
-        .options(selectinload(Assignment.region), selectinload(Assignment.hardware_type))
-        .order_by(Assignment.plan_id, Assignment.id)
-    )
-    by_job: dict[int, list[tuple[Assignment, bool]]] = defaultdict(list)
-    for a, current in rows:
-        by_job[a.job_id].append((a, bool(current)))
-    out: dict[int, Assignment] = {}
-    for jid, options in by_job.items():
+    newest = dict(session.execute(
+        select(Assignment.job_id, func.max(Assignment.id)).where(Assignment.job_id.in_(job_ids))
+        .group_by(Assignment.job_id)
+    ).all())  # assignment ids grow with each plan
+    current_plan = session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
+    current = {} if current_plan is None else dict(session.execute(
+        select(Assignment.job_id, Assignment.id).where(Assignment.plan_id == current_plan,
+                                                       Assignment.job_id.in_(job_ids))
+    ).all())
+    chosen: dict[int, int] = {}
+    for jid, newest_id in newest.items():
         run = runs.get(jid)
-        executed = [a for a, _c in options if run is not None and a.id == run.assignment_id]
-        current = [a for a, c in options if c]
-        out[jid] = (executed or current or [options[-1][0]])[-1]
-    return out
+        chosen[jid] = (run.assignment_id if run is not None and run.assignment_id else None) or current.get(jid) or newest_id
+    rows = session.scalars(
+        select(Assignment).where(Assignment.id.in_(list(chosen.values())))
+        .options(selectinload(Assignment.region), selectinload(Assignment.hardware_type))
+    )
+    by_id = {a.id: a for a in rows}
+    return {jid: by_id[aid] for jid, aid in chosen.items() if aid in by_id}
 
 
 def _latest_runs(session: Session, job_ids: Sequence[int]) -> dict[int, Run]:

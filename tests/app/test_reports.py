@@ -126,3 +126,19 @@ def test_bad_report_parameters_name_the_field(client, two_tenants):
         resp = client.get(f"/api/v1/reports/monthly?{query}", headers=auth(tokens["a"]))
         assert resp.status_code == 422, (query, resp.json)
         assert field in [e["field"] for e in resp.json["errors"]]
+
+
+def test_receipt_follows_the_executed_then_current_then_newest_assignment(client, session, two_tenants, now):
+    tokens, a, _b = two_tenants
+    fresh = submit(session, "team-a", now, 2)
+    # An older plan put fresh[0] in Frankfurt, and it ran there; fresh[1] is only in that older plan.
+    make_plan(session, now, [Planned(fresh[0], "de", "h100", now + timedelta(hours=1), 1, 10.0, 1.0, 4.0, 2.0, 5.0),
+                             Planned(fresh[1], "de", "a100", now + timedelta(hours=1), 1, 10.0, 1.0, 4.0, 2.0, 5.0)])
+    finish_run(session, fresh[0], now + timedelta(hours=1), 1, 8.0, cost=1.0, carbon_kg=3.0)
+    # The current plan (re)places a[0] and fresh[0] in Hamina.
+    make_plan(session, now, [Planned(a[0], "fi", "a100", now + timedelta(hours=3), 2, 30.0, 3.0, 3.0, 4.0, 9.0),
+                             Planned(fresh[0], "fi", "a100", now + timedelta(hours=3), 2, 30.0, 3.0, 3.0, 4.0, 9.0)])
+    get = lambda jid: client.get(f"/api/v1/jobs/{jid}/receipt", headers=auth(tokens["a"])).json  # noqa: E731
+    assert get(fresh[0])["region"] == "de" and get(fresh[0])["basis"] == "metered"  # where it actually ran
+    assert get(a[0])["region"] == "fi"  # the current plan beats the first one
+    assert get(fresh[1])["region"] == "de" and get(fresh[1])["basis"] == "planned"  # only an older plan has it
