@@ -14,7 +14,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from app.enums import ForecastRunStatus, SeriesKind
-from app.models import Assignment, ForecastPoint, ForecastRun, Inventory, Job, MarketSeries, Plan, Region
+from app.models import (
+    Assignment,
+    ForecastPoint,
+    ForecastRun,
+    HardwareType,
+    Inventory,
+    Job,
+    MarketSeries,
+    Plan,
+    Region,
+)
 
 KINDS = (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY)
 
@@ -49,8 +59,8 @@ class RegionView:
     gpus: list[dict[str, Any]]  # [{hardware, inventory, in_use_now, peak_planned}]
 
 
-def running_intervals(a: Assignment) -> list[tuple[datetime, datetime]]:
-    """The intervals an assignment runs in: its chunks for an interruptible job, else [start, end)."""
+def running_intervals(a: Any) -> list[tuple[datetime, datetime]]:
+    """The intervals an assignment (or a row with its columns) runs in: its chunks, else [start, end)."""
     if a.chunks:
         return [(datetime.fromisoformat(s), datetime.fromisoformat(e)) for s, e in a.chunks]
     return [(a.start_at, a.end_at)]
@@ -68,7 +78,7 @@ def quantile_level(key: str) -> float | None:
     return level if 0.0 < level < 1.0 else None
 
 
-def assignment_power_kw(a: Assignment) -> float:
+def assignment_power_kw(a: Any) -> float:
     """Mean facility power while running [kW] = planned energy / running hours."""
     hours = sum((e - s).total_seconds() for s, e in running_intervals(a)) / 3600.0
     return a.energy_kwh / hours if hours > 0 else 0.0
@@ -122,19 +132,21 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
     plan_id = session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
     assignments: list[Any] = []
     if plan_id is not None:
-        assignments = list(session.execute(
-            select(Assignment, Job.gpu_count).join(Job, Job.id == Assignment.job_id)
+        assignments = list(session.execute(  # plain rows, not objects: a plan may hold many thousand jobs
+            select(Assignment.region_id, HardwareType.code.label("hardware"), Assignment.start_at, Assignment.end_at,
+                   Assignment.chunks, Assignment.energy_kwh, Job.gpu_count)
+            .join(Job, Job.id == Assignment.job_id)
+            .join(HardwareType, HardwareType.id == Assignment.hardware_type_id)
             .where(Assignment.plan_id == plan_id, Assignment.end_at > start, Assignment.start_at < end)
-            .options(selectinload(Assignment.hardware_type))
         ).all())
     load: dict[int, list[float]] = defaultdict(lambda: [0.0] * len(slots))
     in_use: dict[tuple[int, str], int] = defaultdict(int)
     peak: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0] * len(slots))
-    for a, gpus in assignments:
-        kw = assignment_power_kw(a)
+    for a in assignments:
+        kw, gpus = assignment_power_kw(a), a.gpu_count
         for s, e in running_intervals(a):
             if s <= now < e:
-                in_use[(a.region_id, a.hardware_type.code)] += gpus
+                in_use[(a.region_id, a.hardware)] += gpus
             first = max(0, math.floor((s - start).total_seconds() / 3600.0))
             last = min(len(slots), math.ceil((e - start).total_seconds() / 3600.0))
             for i in range(first, last):  # only the hours the interval touches
@@ -142,7 +154,7 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
                 overlap = (min(e, slot + timedelta(hours=1)) - max(s, slot)).total_seconds()
                 if overlap > 0:
                     load[a.region_id][i] += kw * overlap / 3600.0
-                    peak[(a.region_id, a.hardware_type.code)][i] += gpus
+                    peak[(a.region_id, a.hardware)][i] += gpus
     out = []
     for r in regions:
         budget = []
