@@ -37,15 +37,20 @@ class BenchEnv:
     settings: Settings
     tokens: tuple[str, ...]  # member tokens of one tenant, for spreading load over rate-limit buckets
     regions: tuple[str, ...]
+    operator_token: str = ""  # the demo operator's admin token (fleet changes, re-planning)
 
 
-def prepare(database_url: str, *, redis_url: str = DEFAULT_REDIS, n_tokens: int = 1, rate_limit: str = "") -> BenchEnv:
+def prepare(
+    database_url: str, *, redis_url: str = DEFAULT_REDIS, n_tokens: int = 1, rate_limit: str = ""
+) -> BenchEnv:
     """Rebuild the bench database at head, seed the demo fleet and issue ``n_tokens`` member tokens."""
     url = make_url(database_url)
     if url.get_backend_name() == "postgresql":
         admin = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
         with admin.connect() as conn:
-            exists = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": url.database}).first()
+            exists = conn.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": url.database}
+            ).first()
             if not exists:
                 conn.execute(text(f'CREATE DATABASE "{url.database}"'))
         admin.dispose()
@@ -67,13 +72,15 @@ def prepare(database_url: str, *, redis_url: str = DEFAULT_REDIS, n_tokens: int 
     migrate.upgrade(settings)
     engine = make_engine(settings)
     with make_session_factory(engine)() as session:
-        demo.seed(session, settings, data_dir=None, n_jobs=0)
+        seeded = demo.seed(session, settings, data_dir=None, n_jobs=0)
         tenant = auth.create_tenant(session, "bench")
-        tokens = tuple(auth.issue_token(session, tenant, f"bench-{i}", Role.MEMBER)[1] for i in range(n_tokens))
+        tokens = tuple(
+            auth.issue_token(session, tenant, f"bench-{i}", Role.MEMBER)[1] for i in range(n_tokens)
+        )
         regions = tuple(sorted(r for (r,) in session.execute(text("SELECT code FROM regions"))))
         session.commit()
     engine.dispose()
-    return BenchEnv(settings, tokens, regions)
+    return BenchEnv(settings, tokens, regions, seeded.tokens.get("ops", ""))
 
 
 def job_items(n: int, seed: int = 11, now: datetime | None = None) -> list[dict[str, Any]]:
@@ -108,4 +115,6 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     if len(values) == 1:
         return values[0]
-    return statistics.quantiles(sorted(values), n=1000, method="inclusive")[max(0, min(998, round(q * 10) - 1))]
+    return statistics.quantiles(sorted(values), n=1000, method="inclusive")[
+        max(0, min(998, round(q * 10) - 1))
+    ]

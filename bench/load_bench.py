@@ -42,7 +42,9 @@ REPO = Path(__file__).resolve().parents[1]
 MIX = (("get_job", 50), ("list_jobs", 20), ("regions", 10), ("me", 10), ("batch", 10))
 
 
-def start_gunicorn(env: BenchEnv, port: int, workers: int, threads: int, log: Path) -> subprocess.Popen[bytes]:
+def start_gunicorn(
+    env: BenchEnv, port: int, workers: int, threads: int, log: Path
+) -> subprocess.Popen[bytes]:
     s = env.settings
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("GRIDSHIFT_")}
     child_env.update(
@@ -54,10 +56,27 @@ def start_gunicorn(env: BenchEnv, port: int, workers: int, threads: int, log: Pa
         GRIDSHIFT_SECRET_KEY="bench",
         GRIDSHIFT_LOCAL_RUNTIME_DIR=str(s.local_runtime_dir),
     )
-    cmd = [sys.executable, "-m", "gunicorn", "-w", str(workers), "-k", "gthread", "--threads", str(threads),
-           "-b", f"127.0.0.1:{port}", "--timeout", "60", "--log-level", "warning", "app.wsgi:app"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=child_env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "-w",
+        str(workers),
+        "-k",
+        "gthread",
+        "--threads",
+        str(threads),
+        "-b",
+        f"127.0.0.1:{port}",
+        "--timeout",
+        "60",
+        "--log-level",
+        "warning",
+        "app.wsgi:app",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=child_env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -108,12 +127,15 @@ async def _load(base: str, tokens: tuple[str, ...], ids: list[int], args: argpar
                 headers["Content-Type"] = "application/json"
             else:
                 data = None
-                method, url = "GET", {
-                    "get_job": f"/api/v1/jobs/{rng.choice(ids)}",
-                    "list_jobs": "/api/v1/jobs?limit=50",
-                    "regions": "/api/v1/regions",
-                    "me": "/api/v1/me",
-                }[kind]
+                method, url = (
+                    "GET",
+                    {
+                        "get_job": f"/api/v1/jobs/{rng.choice(ids)}",
+                        "list_jobs": "/api/v1/jobs?limit=50",
+                        "regions": "/api/v1/regions",
+                        "me": "/api/v1/me",
+                    }[kind],
+                )
             status = 0
             try:
                 async with http.request(method, base + url, data=data, headers=headers) as resp:
@@ -140,7 +162,9 @@ async def _load(base: str, tokens: tuple[str, ...], ids: list[int], args: argpar
 
 
 def summarise(results: list[tuple], args: argparse.Namespace) -> dict[str, object]:
-    reads = [ms for kind, st, ms in results if kind in ("get_job", "list_jobs", "regions", "me") and st == 200]
+    reads = [
+        ms for kind, st, ms in results if kind in ("get_job", "list_jobs", "regions", "me") and st == 200
+    ]
     writes = [ms for kind, st, ms in results if kind == "batch" and st == 201]
     errors = Counter(f"{kind} {st}" for kind, st, _ in results if st not in (200, 201))
     return {
