@@ -3,13 +3,14 @@
 (async () => {
   const $ = (id) => document.getElementById(id);
   const id = $("job").dataset.jobId;
+  let timer = null;
   const kv = (pairs) => pairs.map(([k, v]) => `<dt>${GS.esc(k)}</dt><dd>${v}</dd>`).join("");
-  async function load() {
+  async function load(quiet = false) {
     let job, events, receipt;
+    const fetchAll = () => Promise.all([GS.api("GET", `/api/v1/jobs/${id}`), GS.api("GET", `/api/v1/jobs/${id}/events`),
+      GS.api("GET", `/api/v1/jobs/${id}/receipt`)]);
     try {
-      [job, events, receipt] = await GS.busy("Loading the job", () => Promise.all([
-        GS.api("GET", `/api/v1/jobs/${id}`), GS.api("GET", `/api/v1/jobs/${id}/events`),
-        GS.api("GET", `/api/v1/jobs/${id}/receipt`)]));
+      [job, events, receipt] = quiet ? await fetchAll() : await GS.busy("Loading the job", fetchAll);
     } catch (err) {
       $("job-fields").innerHTML = `<dd class="error">${GS.esc(err.describe ? err.describe() : err)}</dd>`;
       return;
@@ -47,6 +48,8 @@
     $("timeline").innerHTML = events.map((e) => `<li><b>${GS.esc(e.state)}</b> ${GS.fmtTime(e.at)} <span class="muted">${GS.esc(e.message)}</span></li>`).join("");
     const terminal = ["succeeded", "failed", "cancelled", "lost", "unschedulable"];
     $("cancel-btn").hidden = terminal.includes(job.state);
+    clearTimeout(timer);
+    if (!terminal.includes(job.state)) timer = setTimeout(() => load(true), 15000); // follow a job until it finishes
   }
   $("cancel-btn").addEventListener("click", async () => {
     if (!confirm("Cancel this job?")) return;
