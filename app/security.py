@@ -13,6 +13,7 @@ import logging
 
 from flask import Flask, current_app, g, request
 from flask_limiter import Limiter
+from sqlalchemy.exc import OperationalError
 from werkzeug.wrappers import Response
 
 from app.config import Settings
@@ -132,6 +133,20 @@ def document_problem_responses(app: Flask) -> None:
                 content[PROBLEM] = content.pop("application/json")
 
 
+def _database_unavailable(exc: OperationalError) -> Response:
+    """The database went away mid-request (restart, failover): nothing was committed, so say "retry" (503)."""
+    from app.api import problem
+
+    log.warning("database unavailable during %s %s: %s", request.method, request.path, exc.orig or exc)
+    resp = problem(
+        503,
+        "Service unavailable",
+        "the database is unavailable; retry shortly (a batch with the same Idempotency-Key)",
+    )
+    resp.headers["Retry-After"] = "2"
+    return resp
+
+
 MAX_ID = 2**31 - 1  # ids are INTEGER columns; a larger path id cannot exist
 
 
@@ -164,5 +179,6 @@ def init_app(app: Flask) -> None:
     limiter.init_app(app)
     app.extensions["gridshift_limiter"] = limiter
     app.before_request(_ids_in_range)
+    app.register_error_handler(OperationalError, _database_unavailable)
     app.after_request(_harden)
     document_problem_responses(app)

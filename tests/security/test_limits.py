@@ -99,3 +99,20 @@ def test_limit_is_shared_by_workers_through_redis(settings, session):
     assert codes == [200] * 4 + [429] * 2
     for app in workers:
         app.extensions["gridshift"].engine.dispose()
+
+
+def test_database_outage_is_a_503_to_retry(client, session, monkeypatch):
+    from sqlalchemy.exc import OperationalError
+
+    from app.services import auth
+
+    token = make_token(session, "team-a")
+
+    def down(*_a, **_k):
+        raise OperationalError("SELECT 1", {}, ConnectionError("server closed the connection unexpectedly"))
+
+    monkeypatch.setattr(auth, "authenticate", down)
+    resp = client.get("/api/v1/me", headers=bearer(token))
+    assert resp.status_code == 503 and resp.mimetype == "application/problem+json"
+    assert resp.headers["Retry-After"] == "2"
+    assert "server closed" not in resp.get_data(as_text=True)  # no driver detail leaks to the client
