@@ -146,6 +146,7 @@ def run_backtest(
     workers: int = 1,
     progress: bool = True,
     max_fill_hours: int = 3,
+    day_step: int = 1,
 ) -> BacktestResult:
     """Backtest ``models`` day-ahead over ``test_start``..``test_end`` (whole days, inclusive).
 
@@ -167,6 +168,8 @@ def run_backtest(
         Show a tqdm progress bar on stderr.
     max_fill_hours : int
         Longest gap [h] filled by interpolation (see :func:`forecasting.frame.regularize_hourly`).
+    day_step : int
+        Forecast every ``day_step``-th test day only (1 = all days); a step prime to 7 cycles weekdays.
 
     Returns
     -------
@@ -176,13 +179,15 @@ def run_backtest(
         raise ValueError("no models to backtest")
     days = test_days(test_start, test_end)
     end = days[-1] + 23 * HOUR
+    days = days[:: max(1, day_step)]
     data = frame.loc[:end]
     if len(data) == 0 or data.index[-1] < end:
         last = data.index[-1].isoformat() if len(data) else "-"
         raise ForecastInputError(f"{task.target}: data end at {last}, before the test end {end.isoformat()}")
     if data.index[0] >= days[0]:
         raise ForecastInputError(f"{task.target}: no history before the test start {days[0].date()}")
-    data, fills = regularize_hourly(data, [task.target, *task.exog], max_fill_hours=max_fill_hours, name=task.target)
+    data, fills = regularize_hourly(data, [task.target, *task.exog], max_fill_hours=max_fill_hours, name=task.target,
+                                    seasonal_columns=task.exog)
     all_models = dict(models)
     all_models.setdefault(REFERENCE, SeasonalNaive(168, name=REFERENCE))
     cache = Path(cache_dir) / _fingerprint(data, task) if cache_dir else None

@@ -69,6 +69,7 @@ def regularize_hourly(
     *,
     max_fill_hours: int = 3,
     name: str = "series",
+    seasonal_columns: tuple[str, ...] | list[str] = (),
 ) -> tuple[pd.DataFrame, list[FillReport]]:
     """Reindex ``frame`` to a complete hourly UTC grid and fill short gaps.
 
@@ -82,6 +83,9 @@ def regularize_hourly(
         Longest run of missing hours [h] filled by linear interpolation.
     name : str
         Name of the series used in error messages.
+    seasonal_columns : sequence of str
+        Regressor columns whose longer gaps are filled with the value of the same hour one week earlier
+        (a day-ahead forecast that was not published is replaced by last week's); reported too.
 
     Returns
     -------
@@ -109,6 +113,12 @@ def regularize_hourly(
         for start, end in runs:
             hours = end - start + 1
             at_edge = start == 0 or end == len(values) - 1
+            if col in seasonal_columns and start >= 168 and hours > max_fill_hours:
+                week_ago = out[col].to_numpy()[start - 168 : end - 168 + 1]
+                if np.isfinite(week_ago).all():
+                    out.iloc[start : end + 1, out.columns.get_loc(col)] = week_ago
+                    reports.append(FillReport(col, grid[start], grid[end], hours))
+                    continue
             if hours > max_fill_hours or at_edge:
                 where = "at the edge of the data" if at_edge else f"longer than {max_fill_hours} h"
                 raise ForecastInputError(
@@ -117,7 +127,7 @@ def regularize_hourly(
                 )
             reports.append(FillReport(col, grid[start], grid[end], hours))
         if runs:
-            out[col] = out[col].interpolate(method="linear", limit_area="inside")
+            out[col] = out[col].interpolate(method="linear", limit_area="inside", limit=max_fill_hours)
     return out, reports
 
 

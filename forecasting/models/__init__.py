@@ -7,6 +7,7 @@ from collections.abc import Callable
 from forecasting.models.base import Model
 from forecasting.models.ensemble import Ensemble
 from forecasting.models.lear import Lear
+from forecasting.models.ml import NeuralNet
 from forecasting.models.naive import Persistence, SeasonalNaive
 from forecasting.models.prophet_model import ProphetModel
 
@@ -38,7 +39,10 @@ register("naive_daily", lambda: SeasonalNaive(24, name="naive_daily"))
 register("naive_weekly", lambda: SeasonalNaive(168, name="naive_weekly"))
 register("persistence", Persistence)
 register("lear", Lear)
+register("nn", NeuralNet)
+# Production price model: LEAR and the network averaged (their errors are weakly correlated).
+register("lear_nn", lambda: Ensemble((Lear(), NeuralNet()), name="lear_nn"))
 if _prophet_enabled():
     register("prophet", ProphetModel)
 
-__all__ = ["MODELS", "Ensemble", "Lear", "Model", "Persistence", "ProphetModel", "SeasonalNaive", "get_model", "register"]
+__all__ = ["MODELS", "Ensemble", "Lear", "Model", "NeuralNet", "Persistence", "ProphetModel", "SeasonalNaive", "get_model", "register"]

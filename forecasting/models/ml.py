@@ -1,6 +1,6 @@
-"""Non-linear day-ahead models on the LEAR inputs: a small neural network and gradient boosting.
+"""A non-linear day-ahead model on the LEAR inputs: a small neural network.
 
-Both are recalibrated on every call, like LEAR, and are meant to be averaged with it: their errors are
+It is recalibrated on every call, like LEAR, and is meant to be averaged with it: its errors are
 less correlated with LEAR's than LEAR's windows are with each other (Lago et al. 2021 found the same for
 their DNN).
 """
@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.neural_network import MLPRegressor
 
 from forecasting.models.base import assemble
-from forecasting.models.daily import DailyData, build_daily, forecast_days
+from forecasting.models.daily import build_daily, forecast_days
 from forecasting.task import ForecastTask
 from forecasting.transforms import AsinhScaler
 
@@ -76,69 +75,3 @@ class NeuralNet:
 
         point, offsets = forecast_days(data, [predictor], task.quantiles)
         return assemble(point, pd.DatetimeIndex(future.index), task, offsets)
-
-
-def _hourly_rows(data: DailyData, days: np.ndarray) -> np.ndarray:
-    """One row per (day, hour): same-hour lags, daily summaries of day d-1, regressors at the hour and
-    their daily means, hour and weekday."""
-    t = data.target
-    feats = [t[days - lag] for lag in data.target_lags]  # (n, 24) each
-    prev = t[days - 1]
-    for stat in (prev.mean(axis=1), prev.min(axis=1), prev.max(axis=1), prev[:, -1]):
-        feats.append(np.repeat(stat[:, None], 24, axis=1))
-    for e in data.exog:
-        feats.extend([e[days], e[days - 1], e[days - 7]])
-        feats.append(np.repeat(e[days].mean(axis=1)[:, None], 24, axis=1))
-    feats.append(np.tile(np.arange(24), (len(days), 1)))
-    feats.append(np.repeat(data.dow[days][:, None], 24, axis=1))
-    return np.stack([f.ravel() for f in feats], axis=1)
-
-
-@dataclass(frozen=True, slots=True)
-class GradientBoosting:
-    """Histogram gradient boosting over (day, hour) rows, fitted on asinh(median/MAD) of the target."""
-
-    window_days: int = 728
-    iterations: int = 300
-    learning_rate: float = 0.05
-    leaves: int = 31
-    target_lags: tuple[int, ...] = (1, 2, 3, 7)
-    exog_lags: tuple[int, ...] = (0, 1, 7)
-    min_days: int = 56
-    seed: int = 0
-    name: str = "gbm"
-
-    def predict(self, history: pd.DataFrame, future: pd.DataFrame, task: ForecastTask) -> pd.DataFrame:
-        """Forecast whole days of ``task.target`` [unit of the target]."""
-        data = build_daily(
-            history, future, task, target_lags=self.target_lags, exog_lags=self.exog_lags,
-            min_days=self.min_days, name=self.name,
-        )
-        days = data.rows[-self.window_days :]
-        y = data.target[days].ravel()
-        scaler = AsinhScaler.fit(y[:, None])
-        model = HistGradientBoostingRegressor(
-            max_iter=self.iterations, learning_rate=self.learning_rate, max_leaf_nodes=self.leaves,
-            early_stopping=False, random_state=self.seed,
-        )
-        model.fit(_hourly_rows(data, days), scaler.transform(y[:, None])[:, 0])
-        index_of = {int(d): i for i, d in enumerate(data.rows)}
-
-        def predictor(rows_x: np.ndarray) -> np.ndarray:
-            # rows_x are LEAR design rows; map them back to day numbers through their position
-            raise NotImplementedError
-
-        target = data.target.copy()
-        for d in range(data.n_hist, len(target)):
-            rows = _hourly_rows(DailyData(target, data.exog, data.dow, data.n_hist, data.rows, data.x,
-                                          data.n_continuous, data.target_lags, data.exog_lags), np.array([d]))
-            target[d] = scaler.inverse(model.predict(rows)[:, None])[:, 0]
-        point = target[data.n_hist :].ravel()
-        k = min(182, len(days))
-        fitted = scaler.inverse(model.predict(_hourly_rows(data, days[-k:]))[:, None])[:, 0].reshape(k, 24)
-        resid = data.target[days[-k:]] - fitted
-        del index_of, predictor
-        from forecasting.models.base import residual_quantiles
-
-        offsets = np.stack([residual_quantiles(resid[:, h], task.quantiles) for h in range(24)])
-        return assemble(point, pd.DatetimeIndex(future.index), task, np.tile(offsets, (len(target) - data.n_hist, 1)))

@@ -1,0 +1,153 @@
+"""Forecasting benchmark: prices (epftoolbox protocol), carbon intensity and renewable share.
+
+    python bench/forecast_bench.py [--only price|carbon] [--markets NP DE] [--regions BE ...]
+                                   [--price-models lear lear_nn] [--day-step N] [--workers 2] [--json]
+
+* price: day-ahead, recalibrated daily, on the exact epftoolbox test periods (NP 2016-12-27..2018-12-24,
+  DE 2016-01-04..2017-12-31), side by side with the official LEAR-Ens and DNN-Ens forecasts
+  (shared/data/epftoolbox/forecasts) over the same hours;
+* carbon: the 7 harmonized regions, history from 2021-01-01, test 2022 day-ahead (forecast issued at
+  00:00 UTC for the 24 hours of the day, recalibrated daily, regressors: day-ahead load, wind and solar
+  forecasts and the day-ahead price), MAPE and MAE against the daily seasonal naive and persistence;
+* cost: wall time and CPU time of each run (see the table's last columns).
+
+Per-day forecasts are cached under var/cache/forecast_bench, so a rerun only computes what is missing.
+``--day-step N`` evaluates every N-th test day only (N prime to 7 cycles the weekdays); the table says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from forecasting.backtest import run_backtest  # noqa: E402
+from forecasting.metrics import mae, mape, smape  # noqa: E402
+from forecasting.models import Lear, get_model  # noqa: E402
+from forecasting.sources import read_harmonized, read_series_csv  # noqa: E402
+from forecasting.task import ForecastTask  # noqa: E402
+
+TEST = {"NP": ("2016-12-27", "2018-12-24"), "DE": ("2016-01-04", "2017-12-31")}
+REGIONS = ("BE", "CH", "DE", "ES", "FI", "FR", "PL")
+CARBON_EXOG = ("load_forecast_mw", "solar_forecast_mw", "wind_onshore_forecast_mw", "price_eur_mwh")
+CACHE = ROOT / "var" / "cache" / "forecast_bench"  # default of --cache
+
+
+def shared_data() -> Path:
+    env = os.environ.get("GRIDSHIFT_SHARED_DATA")
+    path = Path(env) if env else ROOT / ".." / "shared" / "data"
+    if not path.is_dir():
+        sys.exit(f"shared data not found at {path} (set GRIDSHIFT_SHARED_DATA)")
+    return path
+
+
+def _cpu_s() -> float:
+    self_ = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return self_.ru_utime + self_.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def price_bench(
+    data: Path, markets: list[str], models: list[str], day_step: int, workers: int, cache: Path
+) -> list[dict]:
+    rows = []
+    for market in markets:
+        frame, meta = read_series_csv(data / "epftoolbox" / f"{market}.csv.gz")
+        task = ForecastTask(meta["target"], tuple(meta["exog"]))
+        start, end = TEST[market]
+        wall0, cpu0 = time.perf_counter(), _cpu_s()
+        result = run_backtest(frame, task, {m: get_model(m) for m in [*models, "naive_daily"]}, start, end, cache_dir=cache,
+                              workers=workers, day_step=day_step)
+        wall, cpu = time.perf_counter() - wall0, _cpu_s() - cpu0
+        fc = result.forecasts
+        official = pd.read_csv(data / "epftoolbox" / "forecasts" / f"Forecasts_{market}_DNN_LEAR_ensembles.csv.gz",
+                               parse_dates=["timestamp_local"], index_col="timestamp_local")
+        official.index = official.index.tz_localize("UTC")  # same wall-clock labels as our reader
+        official = official.loc[fc.index]
+        actual = official["Real price"].to_numpy()
+        if not np.allclose(actual, fc["actual"].to_numpy(), atol=0.01):
+            raise SystemExit(f"{market}: dataset prices differ from the official forecast file")
+        naive = fc["naive_weekly"].to_numpy()
+        columns = {m: fc[m].to_numpy() for m in [*models, "naive_daily", "naive_weekly"] if m in fc}
+        columns["official LEAR-Ens"] = official["LEAR Ensemble"].to_numpy()
+        columns["official DNN-Ens"] = official["DNN Ensemble"].to_numpy()
+        for name, f in columns.items():
+            rows.append({"section": "price", "series": market, "model": name, "mae": mae(actual, f),
+                         "smape": smape(actual, f), "rmae": mae(actual, f) / mae(actual, naive),
+                         "days": len(fc) // 24, "day_step": day_step,
+                         "wall_s": wall if name in models else None, "cpu_s": cpu if name in models else None})
+    return rows
+
+
+def carbon_bench(
+    data: Path, regions: list[str], targets: list[str], day_step: int, workers: int, cache: Path
+) -> list[dict]:
+    rows = []
+    models = {"lear": Lear(windows_days=(56, 84, 364)), "naive_daily": get_model("naive_daily"),
+              "persistence": get_model("persistence")}
+    for region in regions:
+        frame, _ = read_harmonized(data / "harmonized" / f"{region}_hourly.csv.gz")
+        frame = frame.loc["2021-01-01":"2022-12-31"]
+        for target in targets:
+            task = ForecastTask(target, CARBON_EXOG)
+            wall0, cpu0 = time.perf_counter(), _cpu_s()
+            result = run_backtest(frame, task, models, "2022-01-01", "2022-12-31", cache_dir=cache,
+                                  workers=workers, day_step=day_step)
+            wall, cpu = time.perf_counter() - wall0, _cpu_s() - cpu0
+            fc = result.forecasts
+            ref = mae(fc["actual"].to_numpy(), fc["naive_daily"].to_numpy())
+            for name in [*models, "naive_weekly"]:
+                a, f = fc["actual"].to_numpy(), fc[name].to_numpy()
+                rows.append({"section": "carbon", "series": f"{region} {target}", "model": name,
+                             "mae": mae(a, f), "mape": mape(a, f), "mae_vs_naive_daily": mae(a, f) / ref,
+                             "days": len(fc) // 24, "day_step": day_step,
+                             "wall_s": wall if name == "lear" else None, "cpu_s": cpu if name == "lear" else None})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["price", "carbon"], default=None)
+    parser.add_argument("--markets", nargs="+", default=list(TEST))
+    parser.add_argument("--price-models", nargs="+", default=["lear", "lear_nn"])
+    parser.add_argument("--regions", nargs="+", default=list(REGIONS))
+    parser.add_argument("--targets", nargs="+", default=["carbon_intensity_g_per_kwh", "renewable_share"])
+    parser.add_argument("--day-step", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2, help="processes (at most 2 on the shared machine)")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="per-day forecast cache")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    data = shared_data()
+    rows: list[dict] = []
+    if args.only in (None, "price"):
+        rows += price_bench(data, args.markets, args.price_models, args.day_step, args.workers, args.cache)
+    if args.only in (None, "carbon"):
+        rows += carbon_bench(data, args.regions, args.targets, args.day_step, args.workers, args.cache)
+    table = pd.DataFrame(rows)
+    with pd.option_context("display.width", 200, "display.max_rows", 500):
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    summary: dict = {"rows": rows}
+    carbon = table[(table["section"] == "carbon") & table["series"].str.endswith("carbon_intensity_g_per_kwh")] \
+        if "series" in table else table.iloc[0:0]
+    if len(carbon):
+        lear = carbon[carbon["model"] == "lear"]
+        summary["carbon_intensity_mean_mape_lear"] = float(lear["mape"].mean())
+        summary["carbon_intensity_min_mae_reduction_vs_naive_daily"] = float((1 - lear["mae_vs_naive_daily"]).min())
+        print(f"carbon intensity, LEAR: mean MAPE {summary['carbon_intensity_mean_mape_lear']:.2f} %, "
+              f"smallest MAE reduction vs daily naive {100 * summary['carbon_intensity_min_mae_reduction_vs_naive_daily']:.1f} %")
+    if args.json:
+        print(json.dumps(summary, default=lambda v: None))
+
+
+if __name__ == "__main__":
+    main()
