@@ -190,7 +190,8 @@ def run_backtest(
                                     seasonal_columns=task.exog)
     all_models = dict(models)
     all_models.setdefault(REFERENCE, SeasonalNaive(168, name=REFERENCE))
-    cache = Path(cache_dir) / _fingerprint(data, task) if cache_dir else None
+    # keyed by the whole input, not the test range, so that extending the range reuses computed days
+    cache = Path(cache_dir) / _fingerprint(frame[[task.target, *task.exog]], task) if cache_dir else None
     state = {"frame": data, "task": task, "models": all_models, "cache": cache}
     bar = tqdm(total=len(days), desc=f"backtest {task.target}", disable=not progress, file=sys.stderr)
     results: dict[pd.Timestamp, dict[str, pd.DataFrame]] = {}

@@ -75,7 +75,7 @@ def build_daily(
         for c in task.exog
     ]
     days = pd.DatetimeIndex(hist.index[::24]).append(pd.DatetimeIndex(future.index[::24]))
-    dow = days.dayofweek.to_numpy()
+    dow = days.day_of_week.to_numpy()
     n_cont = 24 * (len(target_lags) + len(exog) * len(exog_lags))
     rows = np.arange(max_lag, n_hist)
     x = design(target, exog, dow, rows, target_lags, exog_lags)
