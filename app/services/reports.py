@@ -23,6 +23,7 @@ the entry's currency); a missing rate is an error naming the currency rather tha
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -269,16 +270,16 @@ def _sum_row(month: str, tenant: str, region: str, currency: str, entries: Seque
     with_cf_c = [e for e in entries if e.run_now_carbon_kg is not None]
     market: float | None = None
     if any(e.carbon_market_kg is not None for e in entries) or (region != "all" and region in market_regions):
-        market = sum(e.carbon_market_kg if e.carbon_market_kg is not None else e.carbon_kg for e in entries)
+        market = math.fsum(e.carbon_market_kg if e.carbon_market_kg is not None else e.carbon_kg for e in entries)
     return ReportRow(
         month=month, tenant=tenant, region=region, currency=currency, jobs=len(entries),
         metered_jobs=sum(e.basis == METERED for e in entries),
-        energy_kwh=sum(e.energy_kwh for e in entries), cost=sum(e.cost for e in entries),
-        carbon_kg=sum(e.carbon_kg for e in entries), carbon_market_kg=market,
-        run_now_cost=sum(e.run_now_cost or 0.0 for e in with_cf),
-        run_now_carbon_kg=sum(e.run_now_carbon_kg or 0.0 for e in with_cf_c),
-        saving_cost=sum(e.saving_cost or 0.0 for e in with_cf),
-        saving_carbon_kg=sum(e.saving_carbon_kg or 0.0 for e in with_cf_c),
+        energy_kwh=math.fsum(e.energy_kwh for e in entries), cost=math.fsum(e.cost for e in entries),
+        carbon_kg=math.fsum(e.carbon_kg for e in entries), carbon_market_kg=market,
+        run_now_cost=math.fsum(e.run_now_cost or 0.0 for e in with_cf),
+        run_now_carbon_kg=math.fsum(e.run_now_carbon_kg or 0.0 for e in with_cf_c),
+        saving_cost=math.fsum(e.saving_cost or 0.0 for e in with_cf),
+        saving_carbon_kg=math.fsum(e.saving_carbon_kg or 0.0 for e in with_cf_c),
     )
 
 

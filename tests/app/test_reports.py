@@ -62,6 +62,10 @@ def test_entries_belong_to_the_month_they_start_in(client, two_tenants):
     tokens, _a, _b = two_tenants
     rep = client.get("/api/v1/reports/monthly?month=2029-12", headers=auth(tokens["a"])).json
     assert rep["rows"] == [] and rep["total"]["jobs"] == 0 and rep["total"]["energy_kwh"] == 0
+    pdf = client.get("/api/v1/reports/monthly.pdf?month=2029-12", headers=auth(tokens["a"]))
+    assert pdf.status_code == 200 and pdf.get_data().startswith(b"%PDF")  # an empty month still renders
+    assert client.get("/api/v1/reports/monthly.csv?month=2029-12", headers=auth(tokens["a"])).get_data(
+        as_text=True).splitlines()[1].startswith("2029-12,team-a,all,EUR,0,0,0.000")
 
 
 def test_metered_run_replaces_the_plan_in_report_and_receipt(client, session, two_tenants, now):
