@@ -40,6 +40,8 @@ register("naive_weekly", lambda: SeasonalNaive(168, name="naive_weekly"))
 register("persistence", Persistence)
 register("lear", Lear)
 register("nn", NeuralNet)
+# Carbon intensity and renewable share: only ~2 years of history exist, so shorter windows.
+register("lear_short", lambda: Lear(windows_days=(56, 84, 364), name="lear_short"))
 # Production price model: LEAR and the network averaged (their errors are weakly correlated).
 register("lear_nn", lambda: Ensemble((Lear(), NeuralNet()), name="lear_nn"))
 if _prophet_enabled():

@@ -1,0 +1,230 @@
+"""Forecast refreshes: load history from ``market_series``, forecast with the selected model, store a run.
+
+Per (zone, kind) the model is the one recorded in ``model_selections`` by the latest backtest, else the
+default of the kind (:data:`DEFAULT_MODELS`). A refresh forecasts whole UTC days from the first hour
+after the last known value of the series until ``horizon_hours`` past now. Regressors (day-ahead load and
+wind/solar forecasts, and the day-ahead price for carbon and renewable share) come from ``market_series``
+too; for forecast hours where a regressor is not published yet, the value of the same hour one week
+earlier is used (documented fill; the run records how many hours were filled).
+
+A run is stored as ``running``, then either ``succeeded`` with all its points or ``failed`` with the error
+and no points, so nothing half-written is ever visible. Readers use the latest *succeeded* run, so the
+last good forecast stays in force when a refresh fails; the failure is visible in the run list and logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db import utcnow
+from app.enums import ForecastRunStatus, SeriesKind
+from app.errors import FieldError, ValidationFailed
+from app.models import ForecastPoint, ForecastRun, MarketSeries, ModelSelection
+from forecasting.errors import ForecastInputError
+from forecasting.frame import regularize_hourly
+from forecasting.models import get_model
+from forecasting.task import ForecastTask
+
+log = logging.getLogger(__name__)
+
+REGRESSORS: dict[SeriesKind, tuple[SeriesKind, ...]] = {
+    SeriesKind.PRICE: (SeriesKind.LOAD_FORECAST, SeriesKind.WIND_SOLAR_FORECAST),
+    SeriesKind.CARBON_INTENSITY: (SeriesKind.LOAD_FORECAST, SeriesKind.WIND_SOLAR_FORECAST, SeriesKind.PRICE),
+    SeriesKind.RENEWABLE_SHARE: (SeriesKind.LOAD_FORECAST, SeriesKind.WIND_SOLAR_FORECAST, SeriesKind.PRICE),
+}
+DEFAULT_MODELS: dict[SeriesKind, str] = {
+    SeriesKind.PRICE: "lear",
+    SeriesKind.CARBON_INTENSITY: "lear_short",
+    SeriesKind.RENEWABLE_SHARE: "lear_short",
+}
+HISTORY_DAYS: dict[SeriesKind, int] = {  # longest calibration window + lags [days]
+    SeriesKind.PRICE: 1456 + 8,
+    SeriesKind.CARBON_INTENSITY: 364 + 8,
+    SeriesKind.RENEWABLE_SHARE: 364 + 8,
+}
+FORECAST_KINDS = tuple(REGRESSORS)
+HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshOutcome:
+    """Summary of one (zone, kind) refresh."""
+
+    zone: str
+    kind: SeriesKind
+    run_id: int
+    status: ForecastRunStatus
+    model: str
+    points: int
+    error: str | None
+
+
+def selected_model(session: Session, zone: str, kind: SeriesKind) -> str:
+    """Model name picked by the latest backtest of (zone, kind), else the kind's default."""
+    row = session.scalar(select(ModelSelection).where(ModelSelection.zone == zone, ModelSelection.kind == kind))
+    return row.model if row is not None else DEFAULT_MODELS[kind]
+
+
+def select_model(session: Session, zone: str, kind: SeriesKind, model: str, metrics: dict) -> ModelSelection:
+    """Record ``model`` as the choice for (zone, kind) with its backtest metrics (caller commits)."""
+    get_model(model)  # unknown names fail here, listing the valid ones
+    row = session.scalar(select(ModelSelection).where(ModelSelection.zone == zone, ModelSelection.kind == kind))
+    if row is None:
+        row = ModelSelection(zone=zone, kind=kind, model=model, metrics=metrics)
+        session.add(row)
+    row.model, row.metrics, row.backtested_at = model, metrics, utcnow()
+    return row
+
+
+def _series(session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime) -> pd.Series:
+    rows = session.execute(
+        select(MarketSeries.ts, MarketSeries.value)
+        .where(MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start, MarketSeries.ts < end)
+        .order_by(MarketSeries.ts, MarketSeries.id)
+    ).all()
+    if not rows:
+        return pd.Series(dtype=float, name=kind.value)
+    ts = pd.DatetimeIndex([r[0] for r in rows]).tz_convert("UTC")
+    s = pd.Series([r[1] for r in rows], index=ts, dtype=float, name=kind.value)
+    return s[~s.index.duplicated(keep="last")]  # several sources: the latest import wins
+
+
+def load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, horizon_hours: int) -> tuple[
+    pd.DataFrame, pd.DataFrame, int
+]:
+    """History (whole UTC days up to the last known value) and regressors of the forecast hours.
+
+    Returns
+    -------
+    (history, future, filled_hours)
+    """
+    start = now - timedelta(days=HISTORY_DAYS[kind])
+    end = now + timedelta(hours=horizon_hours + 48)
+    target = _series(session, zone, kind, start, now + timedelta(days=2))
+    if target.empty:
+        raise ForecastInputError(f"{zone} {kind.value}: no history in market_series since {start:%Y-%m-%d}")
+    last_day_end = (target.index[-1] + HOUR).floor("D")  # history stops at the last complete UTC day
+    first = last_day_end
+    stop = max(pd.Timestamp(now).ceil("h") + pd.Timedelta(hours=horizon_hours), first + pd.Timedelta(days=1))
+    n_days = math.ceil((stop - first) / pd.Timedelta(days=1))
+    future_index = pd.date_range(first, periods=24 * n_days, freq="h", tz="UTC")
+    cols = {kind.value: target}
+    for reg in REGRESSORS[kind]:
+        cols[reg.value] = _series(session, zone, reg, start, end)
+    frame = pd.DataFrame(cols).sort_index()
+    hist = frame.loc[: first - pd.Timedelta(hours=1)]
+    hist = hist.loc[hist.index[0].ceil("D"):] if len(hist) else hist
+    names = [kind.value, *(r.value for r in REGRESSORS[kind])]
+    hist, _ = regularize_hourly(hist, names, name=f"{zone} {kind.value}", seasonal_columns=names[1:])
+    future = frame.reindex(future_index)[names[1:]]
+    filled = int(future.isna().to_numpy().sum())
+    known = pd.concat([hist[names[1:]], future])
+    for col in future.columns:  # unpublished regressors: same hour one week earlier, in time order
+        values = known[col]
+        for ts in future_index[future[col].isna().to_numpy()]:
+            values[ts] = values.get(ts - pd.Timedelta(hours=168), np.nan)
+        future[col] = values.reindex(future_index)
+    if not np.isfinite(future.to_numpy(dtype=float)).all():
+        raise ForecastInputError(f"{zone} {kind.value}: regressors missing for the forecast hours and the week before")
+    return hist, future, filled
+
+
+def refresh(
+    session: Session, zone: str, kind: SeriesKind, *, now: datetime | None = None, horizon_hours: int = 48,
+    model: str | None = None,
+) -> RefreshOutcome:
+    """Forecast one (zone, kind) and store the run; commits. Failures are stored, logged and returned."""
+    if kind not in REGRESSORS:
+        raise ValidationFailed("no forecast for this kind",
+                               [FieldError("kind", f"one of {[k.value for k in FORECAST_KINDS]}")])
+    now = now or utcnow()
+    name = model or selected_model(session, zone, kind)
+    run = ForecastRun(zone=zone, kind=kind, model=name, issued_at=now, status=ForecastRunStatus.RUNNING)
+    session.add(run)
+    session.commit()
+    try:
+        history, future, filled = load_frame(session, zone, kind, now, horizon_hours)
+        task = ForecastTask(kind.value, tuple(future.columns))
+        result = get_model(name).predict(history, future, task)
+        if not np.isfinite(result.to_numpy()).all():
+            raise ForecastInputError(f"{zone} {kind.value}: model {name} produced non-finite values")
+    except (ForecastInputError, KeyError, ValueError) as exc:
+        session.rollback()
+        run = session.get(ForecastRun, run.id)
+        assert run is not None
+        run.status, run.error, run.finished_at = ForecastRunStatus.FAILED, str(exc), utcnow()
+        session.commit()
+        log.warning("forecast refresh failed for %s %s with %s: %s", zone, kind.value, name, exc)
+        return RefreshOutcome(zone, kind, run.id, run.status, name, 0, str(exc))
+    qcols = [c for c in result.columns if c != "forecast"]
+    for ts, row in result.iterrows():
+        quantiles = {f"{int(c[1:]) / 100:g}": float(row[c]) for c in qcols}
+        run.points.append(ForecastPoint(ts=ts.to_pydatetime(), value=float(row["forecast"]), quantiles=quantiles))
+    run.status, run.finished_at = ForecastRunStatus.SUCCEEDED, utcnow()
+    run.error = f"{filled} regressor hours filled from the week before" if filled else None
+    session.commit()
+    log.info("forecast %s %s with %s: %d points", zone, kind.value, name, len(result))
+    return RefreshOutcome(zone, kind, run.id, run.status, name, len(result), None)
+
+
+def zones_with(session: Session, kind: SeriesKind) -> list[str]:
+    """Zones that have history of ``kind``."""
+    return sorted(session.scalars(select(MarketSeries.zone).where(MarketSeries.kind == kind).distinct()))
+
+
+def refresh_all(session: Session, kinds: tuple[SeriesKind, ...], *, now: datetime | None = None,
+                horizon_hours: int = 48) -> list[RefreshOutcome]:
+    """Refresh every zone of every kind; one failure does not stop the others."""
+    now = now or utcnow()
+    return [refresh(session, zone, kind, now=now, horizon_hours=horizon_hours)
+            for kind in kinds for zone in zones_with(session, kind)]
+
+
+def latest_run(session: Session, zone: str, kind: SeriesKind, status: ForecastRunStatus | None = None
+               ) -> ForecastRun | None:
+    """The most recent run of (zone, kind), optionally only with ``status``."""
+    q = select(ForecastRun).where(ForecastRun.zone == zone, ForecastRun.kind == kind)
+    if status is not None:
+        q = q.where(ForecastRun.status == status)
+    return session.scalar(q.order_by(ForecastRun.issued_at.desc(), ForecastRun.id.desc()).limit(1))
+
+
+def forecast_points(session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime
+                    ) -> tuple[ForecastRun | None, list[ForecastPoint]]:
+    """Points in [start, end) of the latest succeeded run (the forecast in force)."""
+    if end <= start:
+        raise ValidationFailed("bad range", [FieldError("to", "must be after from")])
+    run = latest_run(session, zone, kind, ForecastRunStatus.SUCCEEDED)
+    if run is None:
+        return None, []
+    points = session.scalars(
+        select(ForecastPoint).where(ForecastPoint.run_id == run.id, ForecastPoint.ts >= start, ForecastPoint.ts < end)
+        .order_by(ForecastPoint.ts)
+    ).all()
+    return run, list(points)
+
+
+def run_status(session: Session, zone: str, kind: SeriesKind) -> dict | None:
+    """The latest run of (zone, kind), any status, and the issue time of the forecast in force."""
+    last = latest_run(session, zone, kind)
+    if last is None:
+        return None
+    good = latest_run(session, zone, kind, ForecastRunStatus.SUCCEEDED)
+    return {"zone": zone, "kind": kind.value, "model": last.model, "status": last.status.value,
+            "issued_at": last.issued_at, "error": last.error,
+            "in_force_issued_at": good.issued_at if good else None, "in_force_run_id": good.id if good else None}
+
+
+def status_overview(session: Session) -> list[dict]:
+    """:func:`run_status` of every (zone, kind) that has runs."""
+    pairs = session.execute(select(ForecastRun.zone, ForecastRun.kind).distinct()).all()
+    rows = (run_status(session, zone, kind) for zone, kind in sorted(pairs, key=lambda p: (p[0], p[1].value)))
+    return [r for r in rows if r is not None]
