@@ -86,6 +86,11 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+def _same(given: str, expected: str) -> bool:
+    """Constant-time comparison of CSRF tokens; a missing token never matches (not even an empty form field)."""
+    return bool(given) and bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
+
+
 def _page(name: str, **context: object) -> Response | str:
     p = _signed_in()
     if p is None:
@@ -99,8 +104,7 @@ def _page(name: str, **context: object) -> Response | str:
 def signin() -> Response | str:
     error = None
     if request.method == "POST":
-        form_csrf = request.form.get("csrf", "")
-        if not hmac.compare_digest(form_csrf, session.get("signin_csrf", "")):
+        if not _same(request.form.get("csrf", ""), session.get("signin_csrf", "")):
             error = "The form expired; please try again."
         else:
             try:
@@ -122,7 +126,7 @@ def signin() -> Response | str:
 
 @bp.route("/ui/signout", methods=["POST"])
 def signout() -> Response:
-    if hmac.compare_digest(request.form.get("csrf", ""), session.get("csrf", "")):
+    if _same(request.form.get("csrf", ""), session.get("csrf", "")):
         session.clear()
     return redirect("/ui/signin")
 

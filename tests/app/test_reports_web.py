@@ -32,6 +32,9 @@ def test_sign_in_needs_the_forms_csrf_token_and_a_valid_token(client, session):
     _signin_form(client)
     resp = client.post("/ui/signin", data={"token": token, "csrf": "forged"})
     assert resp.status_code == 401 and "expired" in resp.get_data(as_text=True)
+    with client.application.test_client() as fresh:  # no sign-in form seen: an empty token must not match
+        assert fresh.post("/ui/signin", data={"token": token, "csrf": ""}).status_code == 401
+        assert fresh.post("/ui/signin", data={"token": token, "csrf": "é"}).status_code == 401
     resp = client.post("/ui/signin", data={"token": "gs_bad", "csrf": _signin_form(client)})
     assert resp.status_code == 401 and "invalid" in resp.get_data(as_text=True)
     assert client.get("/api/v1/me").status_code == 401
