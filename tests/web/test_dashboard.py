@@ -137,13 +137,17 @@ def test_batch_upload_reads_times_in_the_users_zone_and_names_bad_lines(page, li
     assert datetime.fromisoformat(first["release_at"]) == release  # 10:00 Berlin, stored as UTC
     assert first["allowed_regions"] == ["fr-par", "es-mad"]
     as_json = tmp_path / "jobs.json"
-    as_json.write_text(json.dumps({"jobs": [{"name": "j1", "gpu_count": 1, "reference_gpu_hours": 2,
+    as_json.write_text(json.dumps({"jobs": [{"name": "<img src=x onerror=alert(1)>j1", "gpu_count": 1, "reference_gpu_hours": 2,
                                              "release_at": release.isoformat(),
                                              "deadline_at": (release + timedelta(days=1)).isoformat()}]}))
     page.goto(live_server.url + "/ui/submit")
     page.set_input_files("#batch-file", str(as_json))
     page.click("#batch-btn")
     assert "Stored 1 job (" in page.wait_for_selector("#batch-ok").inner_text()
+    page.goto(live_server.url + "/ui/jobs")
+    page.wait_for_selector("#jobs-table tr[data-job-id]")
+    assert "<img src=x onerror=alert(1)>j1" in page.locator("#jobs-table").inner_text()  # shown as text
+    assert page.locator("#jobs-table img").count() == 0
 
 
 def test_api_docs_page_works_offline(page, live_server):

@@ -46,7 +46,7 @@
                       fillcolor: "rgba(59,110,165,0.18)", name: "interval" });
       }
       if (s.forecast_ts.length) {
-        traces.push({ x: s.forecast_ts, y: s.forecast, mode: "lines", name: `forecast${s.model ? " (" + s.model + ")" : ""}`,
+        traces.push({ x: s.forecast_ts, y: s.forecast, mode: "lines", name: `forecast${s.model ? " (" + GS.esc(s.model) + ")" : ""}`,
                       line: { color: "#3b6ea5", dash: "dash" } });
       }
       traces.push({ x: s.realised_ts, y: s.realised, mode: "lines", name: "realised", line: { color: "#1d2327" } });

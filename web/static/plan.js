@@ -30,9 +30,9 @@
       return {
         type: "bar", orientation: "h", name: region, marker: { color: palette[i % palette.length], line: { color: "#fff", width: 1 } },
         y: mine.map((b) => b.y), base: mine.map((b) => b.s), x: mine.map((b) => b.t1 - b.t0),
-        text: mine.map((b) => `#${b.a.job_id} ${b.a.job_name || ""}`), textposition: "inside", insidetextanchor: "start",
+        text: mine.map((b) => `#${b.a.job_id} ${GS.esc(b.a.job_name)}`), textposition: "inside", insidetextanchor: "start",
         textangle: 0, textfont: { size: 10, color: "#fff" }, constraintext: "inside",
-        hovertext: mine.map((b) => `#${b.a.job_id} ${b.a.job_name || ""}<br>${b.a.gpu_count} GPUs<br>${GS.fmtTime(b.s)} – ${GS.fmtTime(b.e)}`),
+        hovertext: mine.map((b) => `#${b.a.job_id} ${GS.esc(b.a.job_name)}<br>${b.a.gpu_count} GPUs<br>${GS.fmtTime(b.s)} – ${GS.fmtTime(b.e)}`),
         hoverinfo: "text",
       };
     });
