@@ -4,7 +4,8 @@ Measures, through the real dispatch service (claim -> submit -> status sync) and
 cluster on loopback (tests/runtimes/slurm.py; needs root and Debian's slurm-wlm):
 
 * **submissions/s**: N claimed runs submitted by ``--workers`` threads (each like one Celery worker process:
-  its own database session), from the first submit call to the last commit. Target >= 20/s.
+  its own database session; first deliveries, as the tick sends them), from the first submit call to the
+  last commit. Target >= 20/s.
 * **lateness**: actual start reported by Slurm minus planned start, for jobs whose planned starts are spread
   over ``--spread-s`` seconds beginning ``--lead-s`` seconds after the claim. Target p99 <= 60 s.
 
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 local.session = sessions()
             t0 = time.perf_counter()
             out = dispatch.submit_run(local.session, settings, run_id, now=datetime.now(UTC),
-                                      worker=f"bench-{threading.get_ident()}")  # fmt: skip
+                                      worker=f"bench-{threading.get_ident()}", fresh=True)  # fmt: skip
             latencies.append(time.perf_counter() - t0)
             return out.state
 

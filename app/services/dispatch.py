@@ -283,8 +283,14 @@ def build_spec(session: Session, run: Run) -> JobSpec:
     )  # fmt: skip
 
 
-def submit_run(session: Session, settings: Settings, run_id: int, *, now: datetime, worker: str) -> SubmitOutcome:
+def submit_run(
+    session: Session, settings: Settings, run_id: int, *, now: datetime, worker: str, fresh: bool = False
+) -> SubmitOutcome:
     """Submit one claimed run to its runtime (or adopt the job a previous attempt submitted); commits.
+
+    ``fresh`` says this is the first delivery of the first submit message of a just-claimed run: no earlier
+    attempt can have reached the runtime, so the ``find(run_key)`` round trip is skipped (``submit`` is
+    idempotent by the connector contract anyway). Redeliveries, retries and recovered claims always ask.
 
     Raises
     ------
@@ -311,7 +317,7 @@ def submit_run(session: Session, settings: Settings, run_id: int, *, now: dateti
     connector = connector_for(run.cluster, settings)
     adopted = False
     try:
-        runtime_id = connector.find(run.run_key)
+        runtime_id = None if fresh and run.error is None else connector.find(run.run_key)
         adopted = runtime_id is not None
         if runtime_id is None:
             runtime_id = connector.submit(spec)

@@ -35,7 +35,9 @@ def _request_replan(reason: str) -> None:
 def tick() -> dict[str, Any]:
     """Claim due assignments and stale claims, then send one submit task per run."""
     result = dispatch.tick(db_session(), settings(), now=utcnow(), worker=dispatch.worker_id())
-    for run_id in result.to_submit:
+    for run_id in result.claimed:
+        submit.delay(run_id, fresh=True)
+    for run_id in result.recovered:
         submit.delay(run_id)
     if result.failed_jobs:
         _request_replan("dispatch-failure")
@@ -43,11 +45,13 @@ def tick() -> dict[str, Any]:
 
 
 @shared_task(name="gridshift.dispatch.submit", bind=True, ignore_result=True, max_retries=SUBMIT_MAX_RETRIES)
-def submit(self: Any, run_id: int) -> dict[str, Any]:
+def submit(self: Any, run_id: int, fresh: bool = False) -> dict[str, Any]:
     """Submit one claimed run; retry with backoff while the runtime fails retryably, then give up safely."""
     session, cfg = db_session(), settings()
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    first = fresh and self.request.retries == 0 and not redelivered
     try:
-        outcome = dispatch.submit_run(session, cfg, run_id, now=utcnow(), worker=dispatch.worker_id())
+        outcome = dispatch.submit_run(session, cfg, run_id, now=utcnow(), worker=dispatch.worker_id(), fresh=first)
     except ConnectorError as exc:
         if self.request.retries < self.max_retries:
             raise self.retry(countdown=retry_countdown_s(self.request.retries, cfg.visibility_timeout_s), exc=exc) from exc

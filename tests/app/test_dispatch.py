@@ -87,6 +87,19 @@ def test_redelivered_submit_finds_the_job_already_on_the_runtime(session, settin
     assert [p.name for p in (connector.state_dir / "runs").iterdir()] == [run.run_key]
 
 
+def test_first_delivery_skips_find_yet_never_duplicates(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id, command="sleep 0.2")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    run = session.get(Run, run_id)
+    connector = get_connector("local", run.cluster.config)
+    connector.submit(dispatch.build_spec(session, run))  # the runtime somehow has it already
+    session.rollback()
+    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
+    assert out.state == "submitted" and out.runtime_job_id == run.run_key
+    assert len(list((connector.state_dir / "runs").iterdir())) == 1  # submit itself is idempotent
+
+
 def test_stale_claim_is_recovered_and_fresh_one_is_not(session, settings, tenant_id, clusters):
     old, fresh = add_job(session, tenant_id, name="old"), add_job(session, tenant_id, name="fresh")
     now = utcnow()
