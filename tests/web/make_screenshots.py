@@ -3,8 +3,9 @@
     .venv/bin/python tests/web/make_screenshots.py --out /tmp/shots [--data ../shared/data/harmonized]
 
 Builds a throw-away SQLite installation under a temporary folder, seeds the demo fleet (real 2022 data replayed
-when --data is given, else the synthetic scenario), makes a plan with the planning service, serves the app on
-127.0.0.1 (a free port in 8650-8699) and drives Debian's chromium. Not a test: pytest does not collect it.
+when --data is given, else the synthetic scenario), refreshes the forecasts, makes a plan with the planning service, serves the app on
+127.0.0.1 (a free port in 8650-8699) and drives Debian's chromium. Forecasts are refreshed as issued a day ago and
+now, so that the overview shows forecast against realised. Not a test: pytest does not collect it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
@@ -20,7 +22,8 @@ from werkzeug.serving import make_server
 from app import create_app, migrate
 from app.config import Settings
 from app.db import utcnow
-from app.services import demo, planning
+from app.enums import SeriesKind
+from app.services import demo, forecasts, planning
 from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS, _free_port
 
 
@@ -29,6 +32,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("/tmp/shots"))
     ap.add_argument("--data", type=Path, default=None, help="harmonized data folder (real prices and carbon)")
     ap.add_argument("--tenant", default="ml-platform")
+    ap.add_argument("--model", default="naive_weekly",
+                    help="forecast model; the demo keeps 4 weeks of history, too short for the LEAR defaults")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     var = Path(tempfile.mkdtemp(prefix="gridshift-shots-"))
@@ -39,6 +44,14 @@ def main() -> None:
     with sessions() as session:
         seeded = demo.seed(session, settings, data_dir=args.data, n_jobs=24)
         session.commit()
+        now = utcnow()
+        # Forecasts issued a day ago (to compare with what happened since) and now (for the next two days).
+        for issued, hours in ((now - timedelta(hours=24), 72), (now, 48)):
+            for kind in (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY):
+                for zone in forecasts.zones_with(session, kind):
+                    outcome = forecasts.refresh(session, zone, kind, now=issued, horizon_hours=hours, model=args.model)
+                    if outcome.error:
+                        print(f"forecast {zone} {kind.value}: {outcome.error}")
         record = planning.plan_fleet(session, settings, now=utcnow(), horizon_hours=settings.horizon_hours,
                                      objective=settings.objective, trigger="manual")
         session.commit()
