@@ -9,7 +9,8 @@
 * carbon: the 7 harmonized regions, history from 2021-01-01, test 2022 day-ahead (forecast issued at
   00:00 UTC for the 24 hours of the day, recalibrated daily, regressors: day-ahead load, wind and solar
   forecasts and the day-ahead price), MAPE and MAE against the daily seasonal naive and persistence;
-* cost: wall time and CPU time of each run (see the table's last columns).
+* cost: wall time and CPU time of each run (see the table's last columns);
+* refresh: one production refresh of the 7 regions x 3 kinds from a fresh SQLite database (``--only refresh``).
 
 Per-day forecasts are cached under var/cache/forecast_bench, so a rerun only computes what is missing.
 ``--day-step N`` evaluates every N-th test day only (N prime to 7 cycles the weekdays); the table says so.
@@ -115,9 +116,48 @@ def carbon_bench(
     return rows
 
 
+def refresh_bench(data: Path, regions: list[str], history_days: int) -> list[dict]:
+    """One production refresh (price, carbon intensity, renewable share) of every region from a fresh SQLite
+    database holding ``history_days`` of the harmonized data, as the Celery tasks run it."""
+    import tempfile
+    from datetime import UTC, datetime, timedelta
+
+    from app import migrate
+    from app.config import Settings
+    from app.db import make_engine, make_session_factory
+    from app.services import forecasts, market
+
+    now = datetime(2022, 12, 31, 13, 0, tzinfo=UTC)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(var_dir=Path(tmp), database_url=f"sqlite:///{tmp}/bench.db")
+        migrate.upgrade(settings)
+        factory = make_session_factory(make_engine(settings))
+        t0 = time.perf_counter()
+        with factory() as session:
+            for region in regions:
+                pts = market.read_csv(data / "harmonized" / f"{region}_hourly.csv.gz", zone=region,
+                                      start=now - timedelta(days=history_days), end=now.replace(hour=0))
+                market.store(session, pts)
+            session.commit()
+        load_s = time.perf_counter() - t0
+        wall0, cpu0 = time.perf_counter(), _cpu_s()
+        with factory() as session:
+            outcomes = forecasts.refresh_all(session, forecasts.FORECAST_KINDS, now=now, horizon_hours=48)
+        wall, cpu = time.perf_counter() - wall0, _cpu_s() - cpu0
+    for o in outcomes:
+        rows.append({"section": "refresh", "series": f"{o.zone} {o.kind.value}", "model": o.model,
+                     "status": o.status.value, "error": o.error})
+    rows.append({"section": "refresh", "series": f"{len(regions)} regions x 3 kinds", "model": "all",
+                 "wall_s": wall, "cpu_s": cpu, "import_s": load_s, "days": history_days,
+                 "status": f"{sum(o.error is None for o in outcomes)}/{len(outcomes)} succeeded"})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["price", "carbon"], default=None)
+    parser.add_argument("--only", choices=["price", "carbon", "refresh"], default=None)
+    parser.add_argument("--refresh-history-days", type=int, default=730)
     parser.add_argument("--markets", nargs="+", default=list(TEST))
     parser.add_argument("--price-models", nargs="+", default=["lear", "lear_nn"])
     parser.add_argument("--regions", nargs="+", default=list(REGIONS))
@@ -133,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
         rows += price_bench(data, args.markets, args.price_models, args.day_step, args.workers, args.cache)
     if args.only in (None, "carbon"):
         rows += carbon_bench(data, args.regions, args.targets, args.day_step, args.workers, args.cache)
+    if args.only in (None, "refresh"):
+        rows += refresh_bench(data, args.regions, args.refresh_history_days)
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_rows", 500):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

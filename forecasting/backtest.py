@@ -108,10 +108,11 @@ def compute_metrics(
 ) -> pd.DataFrame:
     """Error measures per model over the whole range (period ``all``) and per calendar year."""
     rows = []
-    periods: list[tuple[str, pd.Index]] = [("all", actual.index)]
-    years = sorted(set(actual.index.year))
+    index = pd.DatetimeIndex(actual.index)
+    periods: list[tuple[str, pd.Index]] = [("all", index)]
+    years = sorted(set(index.year))
     if len(years) > 1:
-        periods += [(str(y), actual.index[actual.index.year == y]) for y in years]
+        periods += [(str(y), index[index.year == y]) for y in years]
     for name, fc in forecasts.items():
         for period, idx in periods:
             a, f, r = actual.loc[idx].to_numpy(), fc.loc[idx].to_numpy(), reference.loc[idx].to_numpy()

@@ -116,7 +116,7 @@ def regularize_hourly(
             if col in seasonal_columns and start >= 168 and hours > max_fill_hours:
                 week_ago = out[col].to_numpy()[start - 168 : end - 168 + 1]
                 if np.isfinite(week_ago).all():
-                    out.iloc[start : end + 1, out.columns.get_loc(col)] = week_ago
+                    out.loc[grid[start : end + 1], col] = week_ago
                     reports.append(FillReport(col, grid[start], grid[end], hours))
                     continue
             if hours > max_fill_hours or at_edge:

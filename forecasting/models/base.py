@@ -25,7 +25,10 @@ from forecasting.task import ForecastTask, quantile_column
 class Model(Protocol):
     """A forecasting model; see the module docstring for the contract."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """Display name."""
+        ...
 
     def predict(self, history: pd.DataFrame, future: pd.DataFrame, task: ForecastTask) -> pd.DataFrame:
         """Forecast ``task.target`` over ``future.index``."""

@@ -74,8 +74,8 @@ def build_daily(
         np.concatenate([hist[c].to_numpy(dtype=float), future[c].to_numpy(dtype=float)]).reshape(n_all, 24)
         for c in task.exog
     ]
-    days = pd.DatetimeIndex(hist.index[::24]).append(pd.DatetimeIndex(future.index[::24]))
-    dow = days.day_of_week.to_numpy()
+    days = pd.DatetimeIndex(pd.DatetimeIndex(hist.index[::24]).append(pd.DatetimeIndex(future.index[::24])))
+    dow = np.asarray(days.day_of_week)
     n_cont = 24 * (len(target_lags) + len(exog) * len(exog_lags))
     rows = np.arange(max_lag, n_hist)
     x = design(target, exog, dow, rows, target_lags, exog_lags)

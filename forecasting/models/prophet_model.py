@@ -49,7 +49,7 @@ class ProphetModel:
         y = hist[task.target].to_numpy(dtype=float)
         ok = np.isfinite(y)
         scaler = AsinhScaler.fit(y[ok, None])
-        train = pd.DataFrame({"ds": hist.index.tz_localize(None), "y": scaler.transform(y[:, None])[:, 0]})
+        train = pd.DataFrame({"ds": pd.DatetimeIndex(hist.index).tz_localize(None), "y": scaler.transform(y[:, None])[:, 0]})
         for col in task.exog:
             train[col] = hist[col].to_numpy(dtype=float)
         train = train[ok & train[list(task.exog)].notna().all(axis=1).to_numpy()]
@@ -65,7 +65,7 @@ class ProphetModel:
             if train[col].std() > 0:
                 model.add_regressor(col)
         model.fit(train)
-        fut = pd.DataFrame({"ds": future.index.tz_localize(None)})
+        fut = pd.DataFrame({"ds": pd.DatetimeIndex(future.index).tz_localize(None)})
         for col in task.exog:
             fut[col] = future[col].to_numpy(dtype=float)
         point = scaler.inverse(model.predict(fut)["yhat"].to_numpy()[:, None])[:, 0]

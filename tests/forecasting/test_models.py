@@ -130,3 +130,13 @@ def test_naive_timestamps_are_refused(frame):
     naive = frame.tz_localize(None)
     with pytest.raises(ForecastInputError, match="timezone-aware"):
         regularize_hourly(naive, ["price_eur_mwh"])
+
+
+def test_prophet_uses_regressors_and_returns_ordered_quantiles(frame):
+    pytest.importorskip("prophet")
+    history, future = split(frame.loc["2022-01-20":], "2022-03-01")
+    out = get_model("prophet").predict(history, future[list(TASK.exog)], TASK)
+    actual = future["price_eur_mwh"].to_numpy()
+    naive = SeasonalNaive(168).predict(history, future[list(TASK.exog)], TASK)
+    assert mae(actual, out["forecast"].to_numpy()) < mae(actual, naive["forecast"].to_numpy())
+    assert (out["q10"] <= out["q50"]).all() and (out["q50"] <= out["q90"]).all()
