@@ -14,12 +14,16 @@ from app.services import auth
 from app.services.planning import plan_fleet, preview_job
 
 
-def add_series(session, zone: str, start: datetime, prices: list[float], carbon: list[float] | None = None) -> None:
+def add_series(
+    session, zone: str, start: datetime, prices: list[float], carbon: list[float] | None = None
+) -> None:
     for k, p in enumerate(prices):
         ts = start + timedelta(hours=k)
         session.add(MarketSeries(zone=zone, kind=SeriesKind.PRICE, ts=ts, value=p, unit="EUR/MWh"))
         c = carbon[k] if carbon is not None else 300.0
-        session.add(MarketSeries(zone=zone, kind=SeriesKind.CARBON_INTENSITY, ts=ts, value=c, unit="gCO2eq/kWh"))
+        session.add(
+            MarketSeries(zone=zone, kind=SeriesKind.CARBON_INTENSITY, ts=ts, value=c, unit="gCO2eq/kWh")
+        )
     session.commit()
 
 
@@ -27,9 +31,18 @@ def add_job(session, now: datetime, **over) -> Job:
     if _tenant_id(session) is None:
         auth.create_tenant(session, "acme")
         session.flush()
-    fields = dict(tenant_id=_tenant_id(session), name="job", workload_class=WorkloadClass.TRAINING, gpu_count=4,
-                  reference_gpu_hours=8.0, reference_hardware="h100", release_at=now,
-                  deadline_at=now + timedelta(hours=24), home_region="de", state=JobState.PENDING)
+    fields = dict(
+        tenant_id=_tenant_id(session),
+        name="job",
+        workload_class=WorkloadClass.TRAINING,
+        gpu_count=4,
+        reference_gpu_hours=8.0,
+        reference_hardware="h100",
+        release_at=now,
+        deadline_at=now + timedelta(hours=24),
+        home_region="de",
+        state=JobState.PENDING,
+    )
     fields.update(over)
     job = Job(**fields)
     session.add(job)
@@ -55,7 +68,9 @@ def market(session, small_fleet, now):
 
 
 def test_plan_fleet_stores_current_plan_with_run_now_counterfactual(session, settings, market, now):
-    job = add_job(session, now, gpu_count=4, reference_gpu_hours=8.0, allowed_regions=["de"], allowed_hardware=["h100"])
+    job = add_job(
+        session, now, gpu_count=4, reference_gpu_hours=8.0, allowed_regions=["de"], allowed_hardware=["h100"]
+    )
     record = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
     session.commit()
     assert record.n_assigned == 1 and record.n_unplanned == 0
@@ -77,16 +92,37 @@ def test_plan_fleet_stores_current_plan_with_run_now_counterfactual(session, set
     assert session.get(Plan, second.plan_id).is_current
 
 
-def test_job_that_can_never_fit_becomes_unschedulable_and_capacity_keeps_pending(session, settings, market, now):
+def test_job_that_can_never_fit_becomes_unschedulable_and_capacity_keeps_pending(
+    session, settings, market, now
+):
     too_big = add_job(session, now, gpu_count=64, name="too-big")
-    late = add_job(session, now, gpu_count=16, reference_gpu_hours=16 * 4.0, allowed_regions=["de"],
-                   allowed_hardware=["h100"], deadline_at=now + timedelta(hours=4), name="takes-all")
-    crowded = add_job(session, now, gpu_count=16, reference_gpu_hours=16 * 4.0, allowed_regions=["de"],
-                      allowed_hardware=["h100"], deadline_at=now + timedelta(hours=4), name="no-room")
+    late = add_job(
+        session,
+        now,
+        gpu_count=16,
+        reference_gpu_hours=16 * 4.0,
+        allowed_regions=["de"],
+        allowed_hardware=["h100"],
+        deadline_at=now + timedelta(hours=4),
+        name="takes-all",
+    )
+    crowded = add_job(
+        session,
+        now,
+        gpu_count=16,
+        reference_gpu_hours=16 * 4.0,
+        allowed_regions=["de"],
+        allowed_hardware=["h100"],
+        deadline_at=now + timedelta(hours=4),
+        name="no-room",
+    )
     record = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
     session.commit()
-    reasons = dict(session.execute(select(UnplannedJob.job_id, UnplannedJob.reason).where(
-        UnplannedJob.plan_id == record.plan_id)).all())
+    reasons = dict(
+        session.execute(
+            select(UnplannedJob.job_id, UnplannedJob.reason).where(UnplannedJob.plan_id == record.plan_id)
+        ).all()
+    )
     assert reasons[too_big.id] == "no_eligible_hardware"
     session.refresh(too_big)
     assert too_big.state is JobState.UNSCHEDULABLE
@@ -108,8 +144,15 @@ def test_missing_prices_leave_the_job_pending_with_the_reason(session, settings,
 
 def test_power_budget_override_moves_the_job(session, settings, market, now):
     region = session.scalar(select(Region).where(Region.code == "de"))
-    session.add(PowerBudgetOverride(region_id=region.id, start_at=now + timedelta(hours=5),
-                                    end_at=now + timedelta(hours=7), power_kw=1.0, reason="demand response"))
+    session.add(
+        PowerBudgetOverride(
+            region_id=region.id,
+            start_at=now + timedelta(hours=5),
+            end_at=now + timedelta(hours=7),
+            power_kw=1.0,
+            reason="demand response",
+        )
+    )
     session.commit()
     add_job(session, now, allowed_regions=["de"], allowed_hardware=["h100"])
     record = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
@@ -119,10 +162,23 @@ def test_power_budget_override_moves_the_job(session, settings, market, now):
 
 
 def test_preview_compares_with_run_now_and_stores_nothing(session, settings, market, now):
-    fields = dict(name="p", workload_class=WorkloadClass.TRAINING, gpu_count=4, reference_gpu_hours=8.0,
-                  reference_hardware="h100", release_at=now, deadline_at=now + timedelta(hours=24),
-                  allowed_regions=["de"], allowed_hardware=["h100"], home_region="de", priority=0,
-                  interruptible=False, checkpoint_overhead_minutes=0, min_chunk_minutes=60, memory_gb_per_gpu=0.0)
+    fields = dict(
+        name="p",
+        workload_class=WorkloadClass.TRAINING,
+        gpu_count=4,
+        reference_gpu_hours=8.0,
+        reference_hardware="h100",
+        release_at=now,
+        deadline_at=now + timedelta(hours=24),
+        allowed_regions=["de"],
+        allowed_hardware=["h100"],
+        home_region="de",
+        priority=0,
+        interruptible=False,
+        checkpoint_overhead_minutes=0,
+        min_chunk_minutes=60,
+        memory_gb_per_gpu=0.0,
+    )
     result = preview_job(session, settings, fields, now)
     assert result.planned.start_at == now + timedelta(hours=5)
     assert result.run_now.start_at == now
