@@ -52,7 +52,7 @@ def _parse_series_csv(
         raise ForecastInputError(f"{name}: empty table")
     fmt = "generic"
     if time_col is None and "timestamp_utc" in columns and "price_eur_mwh" in columns:
-        frame, meta = _parse_harmonized(raw, name)
+        frame, meta = _parse_harmonized(raw, name.split("_")[0])
         fmt, wall_clock, tz_note = "harmonized", False, "UTC"
     else:
         time_col = time_col or _pick_time_column(columns)
