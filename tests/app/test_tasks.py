@@ -7,12 +7,12 @@ import types
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
 
 from app.celery_app import celery_config
 from app.config import Settings
 from app.enums import JobState, RunState
-from app.models import Job
+from app.models import Job, Run
 from app.schedule import beat_schedule
 from app.services import auth, dispatch_maintenance
 from app.services import dispatch as dispatch_service
@@ -127,38 +127,46 @@ def test_plan_tasks_call_plan_fleet_with_settings(app, settings, eager, fake_pla
     assert nightly["plan_id"] == 1 and replan["status"] == "optimal"
 
 
-def test_cleanup_removes_delivered_broker_rows_and_old_run_dirs(app, session, settings, small_fleet, tmp_path, eager):
-    dirs = add_local_clusters(session, tmp_path)
+def test_cleanup_removes_old_run_dirs(app, session, settings, small_fleet, tmp_path, eager):
+    add_local_clusters(session, tmp_path)
     tenant = auth.create_tenant(session, "team-a")
     session.commit()
-    job = add_job(session, tenant.id, command="true")
-    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    old, recent = add_job(session, tenant.id, command="true"), add_job(session, tenant.id, command="true")
+    write_plan(session, [(old.id, "de", "h100", utcnow(), 30), (recent.id, "de", "h100", utcnow(), 30)])
     with app.app_context():
         dispatch_tasks.tick.delay().get()
-    wait_for(lambda: dispatch_tasks_sync(app)["succeeded"])
-    (run,) = runs_of(session, job.id)
-    run_dir = tmp_path / "de-runtime" / "runs" / run.run_key
-    assert run_dir.is_dir() and dirs["de"]
-    run.finished_at = utcnow() - dispatch_maintenance.RUN_SCRATCH_KEEP - timedelta(hours=1)
+    wait_for(lambda: dispatch_tasks_sync(app) and len(runs_done(session)) == 2)
+    (run_old,), (run_recent,) = runs_of(session, old.id), runs_of(session, recent.id)
+    run_old.finished_at = utcnow() - dispatch_maintenance.RUN_SCRATCH_KEEP - timedelta(hours=1)
     session.commit()
+    with app.app_context():
+        out = maintenance.cleanup.delay().get()
+    assert out["run_dirs"] == 1
+    runs_dir = tmp_path / "de-runtime" / "runs"
+    assert not (runs_dir / run_old.run_key).exists() and (runs_dir / run_recent.run_key).is_dir()
 
-    broker = create_engine(settings.effective_broker_url.removeprefix("sqla+"))
+
+def runs_done(session) -> list:
+    session.expire_all()
+    return [r for r in session.scalars(select(Run)) if r.state == RunState.SUCCEEDED]
+
+
+def test_broker_cleanup_deletes_only_old_delivered_messages(tmp_path):
+    cfg = Settings(var_dir=tmp_path, broker_url=f"sqla+sqlite:///{tmp_path / 'broker.db'}")
+    broker = create_engine(cfg.effective_broker_url.removeprefix("sqla+"))
     with broker.begin() as conn:
-        conn.execute(text("CREATE TABLE IF NOT EXISTS kombu_message (id INTEGER PRIMARY KEY, visible BOOLEAN, "
+        conn.execute(text("CREATE TABLE kombu_message (id INTEGER PRIMARY KEY, visible BOOLEAN, "
                           "timestamp DATETIME, payload TEXT, version SMALLINT, queue_id INTEGER)"))  # fmt: skip
-        conn.execute(text("DELETE FROM kombu_message"))
         old = (utcnow() - timedelta(hours=3)).astimezone().replace(tzinfo=None)
         conn.execute(text("INSERT INTO kombu_message (visible, timestamp, payload, version) VALUES "
                           "(0, :old, 'delivered', 1), (1, :old, 'waiting', 1), (0, :new, 'just delivered', 1)"),
                      {"old": old, "new": utcnow().astimezone().replace(tzinfo=None)})  # fmt: skip
-    with app.app_context():
-        out = maintenance.cleanup.delay().get()
-    assert out == {"broker_messages": 1, "run_dirs": 1}
-    assert not run_dir.exists()
+    assert dispatch_maintenance.prune_broker_messages(cfg, now=utcnow()) == 1
     with broker.connect() as conn:
         left = sorted(conn.execute(text("SELECT payload FROM kombu_message")).scalars())
     broker.dispose()
     assert left == ["just delivered", "waiting"]
+    assert dispatch_maintenance.prune_broker_messages(Settings(broker_url="redis://127.0.0.1:1/0"), now=utcnow()) == 0
 
 
 def dispatch_tasks_sync(app) -> dict:
