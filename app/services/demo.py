@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.enums import SERIES_UNITS, Role, SeriesKind, WorkloadClass
 from app.models import Region, Tenant
-from app.services import auth, catalog, fleet, jobs, market
+from app.services import auth, catalog, fleet, forecasts, jobs, market, planning
 
 # code, name, zone, time zone, PUE, power budget [kW], residency tags, inventory {hw: GPUs}
 REGIONS = [
@@ -38,6 +38,11 @@ REGIONS = [
 SYNTHETIC = {"DE": (120, 45, 420, 120), "FR": (95, 35, 60, 25), "ES": (100, 50, 170, 70),
              "FI": (60, 25, 80, 30), "PL": (140, 40, 700, 80)}
 REPLAY_YEAR = 2022
+HISTORY_DAYS = 60  # enough for the default forecast models' shortest calibration windows
+PUBLISHED_AHEAD = {SeriesKind.LOAD_FORECAST, SeriesKind.WIND_SOLAR_FORECAST}
+# zone: typical load [MW] and wind + solar capacity factor scale [MW] of the synthetic regressors
+SYNTHETIC_LOAD = {"DE": (55000, 30000), "FR": (50000, 12000), "ES": (28000, 15000), "FI": (9000, 3000),
+                  "PL": (18000, 6000)}
 
 
 @dataclass
@@ -75,11 +80,13 @@ def seed(session: Session, settings: Settings, *, data_dir: Path | None, seed: i
             _row, tokens[slug] = auth.issue_token(session, t, "demo", role)
 
     zones = sorted({r[2] for r in REGIONS})
-    start, end = now - timedelta(days=28), now + timedelta(days=3)
+    start, end = now - timedelta(days=HISTORY_DAYS), now + timedelta(days=3)
     if data_dir is not None:
         points = replay_harmonized(data_dir, zones, start, end)
     else:
         points = synthetic_series(zones, start, end, seed)
+    # Realised values stop at now; only the TSOs' day-ahead load and wind/solar forecasts reach ahead.
+    points = [p for p in points if p.ts < now or p.kind in PUBLISHED_AHEAD]
     n_points = market.store(session, points)
 
     rng = random.Random(seed)
@@ -92,9 +99,15 @@ def seed(session: Session, settings: Settings, *, data_dir: Path | None, seed: i
             items = [_demo_job(rng, now, slug, i) for i in range(n_jobs // 2)]
             _b, ids = jobs.submit_jobs(session, p, items, now=now)
             n_new += len(ids)
+    session.commit()
+    outcomes = forecasts.refresh_all(session, forecasts.FORECAST_KINDS, now=now, horizon_hours=settings.horizon_hours)
+    record = planning.plan_fleet(session, settings, now=now, horizon_hours=settings.horizon_hours,
+                                 objective=settings.objective, trigger="demo-seed")
     label = f"real {REPLAY_YEAR} data replayed from {data_dir}" if data_dir else "SYNTHETIC scenario (seeded)"
     summary = (f"demo fleet: {len(REGIONS)} regions, {n_hardware} hardware types; "
-               f"{n_points} market points ({label}); {n_new} jobs")
+               f"{n_points} market points ({label}); {n_new} jobs; "
+               f"{sum(o.error is None for o in outcomes)}/{len(outcomes)} forecasts; "
+               f"plan {record.plan_id}: {record.n_assigned} assigned, {record.n_unplanned} left out")
     return SeedResult(summary, tokens)
 
 
@@ -143,8 +156,12 @@ def synthetic_series(zones: list[str], start: datetime, end: datetime, seed: int
             price = base + swing * daily + 0.6 * swing * solar + weekend + rng.gauss(0, 8)
             ci = max(10.0, ci_mean + ci_swing * (0.6 * daily + 0.5 * solar) + rng.gauss(0, ci_swing * 0.1))
             share = min(1.0, max(0.0, 1 - ci / (ci_mean * 2.2)))
+            load_mw, ws_mw = SYNTHETIC_LOAD[zone]
+            load = load_mw * (1 + 0.12 * daily + 0.05 * weekend / 15) + rng.gauss(0, load_mw * 0.01)
+            wind_solar = ws_mw * (0.35 - 0.3 * solar + 0.15 * math.sin(ts.timestamp() / 86400 / 3)) + rng.gauss(0, ws_mw * 0.03)
             for kind, value in ((SeriesKind.PRICE, price), (SeriesKind.CARBON_INTENSITY, ci),
-                                (SeriesKind.RENEWABLE_SHARE, share)):
+                                (SeriesKind.RENEWABLE_SHARE, share), (SeriesKind.LOAD_FORECAST, load),
+                                (SeriesKind.WIND_SOLAR_FORECAST, max(0.0, wind_solar))):
                 points.append(market.Point(zone, kind, ts, round(value, 3), SERIES_UNITS[kind], "synthetic"))
             ts += timedelta(hours=1)
     return points
