@@ -100,6 +100,21 @@ def test_first_delivery_skips_find_yet_never_duplicates(session, settings, tenan
     assert len(list((connector.state_dir / "runs").iterdir())) == 1  # submit itself is idempotent
 
 
+def test_job_replanned_while_its_run_is_active_gets_no_second_run(session, settings, tenant_id, clusters):
+    job = add_job(session, tenant_id, command="sleep 5")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    # A planner that read the job before the claim writes it back as planned, in a new current plan.
+    write_plan(session, [(job.id, "fi", "a100", utcnow(), 30)])
+    assert dispatch.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
+    session.expire_all()
+    assert [r.id for r in runs_of(session, job.id)] == [run_id]
+    assert session.get(Job, job.id).state == JobState.SUBMITTED
+    run = session.get(Run, run_id)
+    get_connector("local", run.cluster.config).cancel(run.runtime_job_id)
+
+
 def test_stale_claim_is_recovered_and_fresh_one_is_not(session, settings, tenant_id, clusters):
     old, fresh = add_job(session, tenant_id, name="old"), add_job(session, tenant_id, name="fresh")
     now = utcnow()
