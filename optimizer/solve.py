@@ -21,18 +21,9 @@ from ortools.sat.python import cp_model
 
 from optimizer.assemble import assemble_plan
 from optimizer.bound import Choice, Multipliers, choice_cost, evaluate, subgradient
+from optimizer.candidates import Candidates, improve_fast, place_fast, repair_left_out
 from optimizer.cpsat import build_classes, build_model, build_options, read_solution, solve_model
-from optimizer.heuristic import (
-    Candidates,
-    greedy_order,
-    improve,
-    improve_fast,
-    penalised_objective,
-    place,
-    place_fast,
-    repair_left_out,
-    size_order,
-)
+from optimizer.heuristic import greedy_order, improve, penalised_objective, place, size_order
 from optimizer.lp import column_generation
 from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem, SolveParams

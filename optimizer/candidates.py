@@ -1,0 +1,239 @@
+"""Faster placement and repair built on per-(region, hardware) candidate starts.
+
+``Candidates`` holds each job's best start per (region, hardware) pair at given capacity prices (from the
+Lagrangian evaluation). ``place_fast`` makes the same choices as :func:`optimizer.heuristic.place` with far
+fewer scans; ``improve_fast`` and ``repair_left_out`` are local-search moves over the candidates.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from optimizer.bound import Choice, Multipliers
+from optimizer.heuristic import Residual, Scanner, option_objective, penalised_objective
+from optimizer.tables import Tables, power_mw
+
+
+class Candidates:
+    """Each job's best start per (region, hardware) pair, ordered by priced value (fast first tries)."""
+
+    def __init__(self, tb: Tables, found: list) -> None:
+        rows, r, h, s1, l1, s2, l2, val = (np.concatenate(x) for x in zip(*found, strict=True))
+        real = np.isfinite(val) & (
+            (l2 == 0) | (s2 >= s1 + l1 + 1)
+        )  # drop the bound's overlapping relaxations
+        order = np.lexsort((val[real], rows[real]))
+        self.r, self.h = r[real][order], h[real][order]
+        self.s1, self.l1, self.s2, self.l2 = (
+            s1[real][order],
+            l1[real][order],
+            s2[real][order],
+            l2[real][order],
+        )
+        self.val = val[real][order]
+        self.offsets = np.searchsorted(rows[real][order], np.arange(tb.J + 1))
+        # per (job, region, hardware): lowest priced value of any option there (two-chunk relaxations included)
+        key = (rows * tb.R + r) * tb.H + h
+        fin = np.isfinite(val)
+        key, v = key[fin], val[fin]
+        o = np.lexsort((v, key))
+        key, v = key[o], v[o]
+        first = np.concatenate(([True], key[1:] != key[:-1]))
+        key, v = key[first], v[first]
+        prow, rest = np.divmod(key, tb.R * tb.H)
+        pr, ph = np.divmod(rest, tb.H)
+        o = np.lexsort((v, prow))
+        self.pairs_row_off = np.searchsorted(prow[o], np.arange(tb.J + 1))
+        self.pr, self.ph, self.plb = pr[o], ph[o], v[o]
+
+    def pairs(self, row: int) -> list[tuple[int, int, float]]:
+        """``(region, hardware, lower bound)`` of ``row``'s eligible pairs, best bound first."""
+        lo, hi = self.pairs_row_off[row], self.pairs_row_off[row + 1]
+        return list(
+            zip(
+                self.pr[lo:hi].tolist(),
+                self.ph[lo:hi].tolist(),
+                (self.plb[lo:hi] - 1e-9).tolist(),
+                strict=True,
+            )
+        )
+
+
+def _fits_option(
+    tb: Tables, res: Residual, row: int, r: int, h: int, s1: int, l1: int, s2: int, l2: int
+) -> bool:
+    g = tb.g[row]
+    p = power_mw(tb.power_kw(row, r, h))
+    if res.gpu[r, h, s1 : s1 + l1].min() < g or res.kw[r, s1 : s1 + l1].min() < p:
+        return False
+    return l2 == 0 or (res.gpu[r, h, s2 : s2 + l2].min() >= g and res.kw[r, s2 : s2 + l2].min() >= p)
+
+
+def place_fast(
+    tb: Tables,
+    order: np.ndarray,
+    cand: Candidates,
+    *,
+    m: Multipliers | None = None,
+    nu: float = 0.0,
+    slack: float = 0.0,
+) -> Choice:
+    """Same choices as :func:`place` (with ``slack=0``), found faster.
+
+    A job first tries its unconstrained best option (optimal when it still fits); otherwise the scan visits
+    its (region, hardware) pairs in order of their unconstrained best and stops at the first pair that
+    cannot beat the best feasible option found. ``slack`` > 0 also accepts candidates up to that fraction
+    above the best (faster, no longer exact).
+    """
+    ch = Choice.empty(tb.J)
+    res = Residual(tb)
+    scan = Scanner(tb, m, nu)
+    for row_ in order:
+        row = int(row_)
+        taken = False
+        lo, hi = cand.offsets[row], cand.offsets[row + 1]
+        # exact only below every pair's lower bound (two-chunk relaxations can undercut real candidates)
+        plo = cand.pairs_row_off[row]
+        floor = cand.plb[plo] if cand.pairs_row_off[row + 1] > plo else -np.inf
+        limit = min(cand.val[lo], floor + 1e-9 * max(1.0, abs(floor))) if hi > lo else 0.0
+        limit += slack * abs(limit)
+        for k in range(lo, hi):
+            if cand.val[k] > limit:
+                break
+            opt = (
+                int(cand.r[k]),
+                int(cand.h[k]),
+                int(cand.s1[k]),
+                int(cand.l1[k]),
+                int(cand.s2[k]),
+                int(cand.l2[k]),
+            )
+            if _fits_option(tb, res, row, *opt):
+                ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = opt
+                taken = True
+                break
+        if not taken:
+            found = scan.best(row, res, cand.pairs(row))
+            if found is None:
+                continue
+            ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
+        res.apply(tb, ch, row, -1)
+    return ch
+
+
+def improve_fast(tb: Tables, ch: Choice, cand: Candidates, *, time_limit_s: float) -> Choice:
+    """Local search over the candidate starts: move a job to a cheaper candidate that still fits.
+
+    ``cand`` must be ordered by true objective (built at zero prices). Passes repeat until one changes
+    nothing or ``time_limit_s`` [s] is spent; the objective never gets worse.
+    """
+    t0 = time.perf_counter()
+    ch = ch.copy()
+    res = Residual(tb)
+    for busy in np.flatnonzero(ch.r >= 0):
+        res.apply(tb, ch, int(busy), -1)
+    current = option_objective(tb, ch)
+    while time.perf_counter() - t0 < time_limit_s:
+        moved = 0
+        order = np.concatenate((np.flatnonzero(ch.r < 0), np.argsort(-np.nan_to_num(current, nan=-1.0))))
+        for i, row_ in enumerate(order):
+            if i % 256 == 0 and time.perf_counter() - t0 > time_limit_s:
+                break
+            row = int(row_)
+            was = current[row] if ch.r[row] >= 0 else tb.penalty[row]
+            lo, hi = cand.offsets[row], cand.offsets[row + 1]
+            if hi == lo or cand.val[lo] >= was - 1e-9 * max(1.0, abs(was)):
+                continue  # no candidate is cheaper than where it is
+            res.apply(tb, ch, row, +1)
+            for k in range(lo, hi):
+                if cand.val[k] >= was - 1e-9 * max(1.0, abs(was)):
+                    break
+                opt = (
+                    int(cand.r[k]),
+                    int(cand.h[k]),
+                    int(cand.s1[k]),
+                    int(cand.l1[k]),
+                    int(cand.s2[k]),
+                    int(cand.l2[k]),
+                )
+                if _fits_option(tb, res, row, *opt):
+                    ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = opt
+                    current[row] = cand.val[k]
+                    moved += 1
+                    break
+            res.apply(tb, ch, row, -1)
+        if moved == 0:
+            break
+    return ch
+
+
+def repair_left_out(
+    tb: Tables, ch: Choice, cand: Candidates, *, time_limit_s: float, tries: int = 3
+) -> Choice:
+    """Make room for jobs left out: evict the jobs in the way of one of its best options, then re-place them.
+
+    A move is kept only when the penalised objective improves (fewer jobs left out, or cheaper).
+    """
+    t0 = time.perf_counter()
+    ch = ch.copy()
+    scan = Scanner(tb)
+    for row_ in np.flatnonzero(ch.r < 0):
+        row = int(row_)
+        lo, hi = cand.offsets[row], cand.offsets[row + 1]
+        for k in range(lo, min(hi, lo + tries)):
+            if time.perf_counter() - t0 > time_limit_s:
+                return ch
+            r, h, s1, l1, s2, l2 = (
+                int(cand.r[k]),
+                int(cand.h[k]),
+                int(cand.s1[k]),
+                int(cand.l1[k]),
+                int(cand.s2[k]),
+                int(cand.l2[k]),
+            )
+            span = np.zeros(tb.T, dtype=bool)
+            span[s1 : s1 + l1] = True
+            if l2:
+                span[s2 : s2 + l2] = True
+            on = np.flatnonzero((ch.r == r) & (np.arange(tb.J) != row))
+            hit = [
+                int(j)
+                for j in on
+                if span[ch.s1[j] : ch.s1[j] + ch.l1[j]].any()
+                or (ch.l2[j] and span[ch.s2[j] : ch.s2[j] + ch.l2[j]].any())
+            ]
+            # evict same-hardware jobs first, smallest first; then other jobs of the region (power)
+            hit.sort(key=lambda j: (ch.h[j] != h, tb.g[j] * ch.l1[j]))
+            trial = ch.copy()
+            res = Residual(tb)
+            for busy in np.flatnonzero(trial.r >= 0):
+                res.apply(tb, trial, int(busy), -1)
+            evicted: list[int] = []
+            for j in hit:
+                if _fits_option(tb, res, row, r, h, s1, l1, s2, l2):
+                    break
+                res.apply(tb, trial, j, +1)
+                trial.r[j] = -1
+                evicted.append(j)
+            if not _fits_option(tb, res, row, r, h, s1, l1, s2, l2):
+                continue
+            trial.r[row], trial.h[row], trial.s1[row], trial.l1[row], trial.s2[row], trial.l2[row] = (
+                r,
+                h,
+                s1,
+                l1,
+                s2,
+                l2,
+            )
+            res.apply(tb, trial, row, -1)
+            for j in sorted(evicted, key=lambda j: -tb.g[j] * tb.dur[j].max()):
+                found = scan.best(j, res, cand.pairs(j))
+                if found is not None:
+                    trial.r[j], trial.h[j], trial.s1[j], trial.l1[j], trial.s2[j], trial.l2[j] = found[2]
+                    res.apply(tb, trial, j, -1)
+            if penalised_objective(tb, trial) < penalised_objective(tb, ch) - 1e-9:
+                ch = trial
+                break
+    return ch
