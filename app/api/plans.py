@@ -11,7 +11,7 @@ from typing import Any
 
 from flask_smorest import Blueprint
 from marshmallow import Schema, fields
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from app import extensions
@@ -22,10 +22,10 @@ from app.db import utcnow
 from app.errors import NotFound, ServiceError
 from app.models import Assignment, Job, Plan, Region, UnplannedJob
 from app.services import audit, jobs
+from app.services import replan as replan_service
 from app.services.auth import Principal
 from app.services.fleet import snapshot
 
-PLAN_LOCK_KEY = 0x67726964  # "grid": the key app/tasks/planning.py locks while a plan is computed and stored
 blp = Blueprint("plans", __name__, url_prefix="/api/v1/plans", description="Plans, previews and re-planning")
 
 
@@ -175,13 +175,7 @@ def replan() -> Any:
     p = operator()
     session = extensions.db_session()
     settings = extensions.settings()
-    planning = _planning()
-    if session.get_bind().dialect.name == "postgresql":
-        # The same transaction-level advisory lock as the planning tasks (app/tasks/planning.py), so that a manual
-        # re-plan meeting the hourly one waits instead of writing a second current plan.
-        session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PLAN_LOCK_KEY})
-    planning.plan_fleet(session, settings, now=utcnow(), horizon_hours=settings.horizon_hours,
-                        objective=settings.objective, trigger="manual")
+    replan_service.replan(session, settings, "manual")
     audit.record(session, p, "plan.replan", "plan", None, trigger="manual")
     session.commit()
     return plan_view(session, p, current_plan(session))

@@ -48,7 +48,7 @@ def fake_planner(monkeypatch):
 
     def plan_fleet(session, settings, *, now, horizon_hours, objective, trigger):
         calls.append(dict(now=now, horizon_hours=horizon_hours, objective=objective, trigger=trigger))
-        return types.SimpleNamespace(plan_id=len(calls), status="optimal")
+        return types.SimpleNamespace(plan_id=len(calls), status="optimal", n_assigned=0, n_unplanned=0)
 
     module.plan_fleet = plan_fleet  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "app.services.planning", module)
