@@ -8,7 +8,8 @@ DEMO_DATA := $(if $(wildcard $(SHARED_DATA)/harmonized/DE_hourly.csv.gz),--data 
 PYTEST_ARGS ?=
 
 .PHONY: venv run seed test test-db lint typecheck bench-api bench-plan bench-forecast bench-dispatch bench-faults \
-        bench-load bench-profile compose-check clean
+        bench-load bench-profile bench-web bench-replay bench-slurm-submit screenshots \
+        test-connectors compose-check clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -44,7 +45,10 @@ typecheck: venv
 bench-api: venv
 	$(BIN)/python bench/api_bench.py
 bench-plan: venv
-	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized
+	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --jobs 1000 --time-limit 10
+	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --scale 100,1000,10000 --scale-limits 10,10,60
+bench-replay: venv
+	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --replay-days 60 --jobs 200 --time-limit 3
 bench-forecast: venv
 	$(BIN)/python bench/forecast_bench.py
 bench-dispatch: venv
@@ -54,7 +58,15 @@ bench-faults: venv
 bench-load: venv
 	$(BIN)/python bench/load_bench.py
 bench-profile: venv
-	$(BIN)/python bench/profile_bench.py
+	$(BIN)/python bench/profile_bench.py --json
+bench-web: venv
+	$(BIN)/python bench/web_bench.py --json
+bench-slurm-submit: venv
+	$(BIN)/python tests/runtimes/slurm_submit_rate.py --jobs 100 --json
+screenshots: venv
+	$(BIN)/python tests/web/make_screenshots.py --out var/shots $(DEMO_DATA)
+test-connectors: venv
+	$(BIN)/pytest -q tests/connectors $(PYTEST_ARGS)
 
 compose-check:
 	docker-compose config -q
