@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 from flask import Flask, current_app, g, request
 from flask_limiter import Limiter
@@ -67,7 +68,7 @@ def build_limiter(settings: Settings) -> Limiter:
         storage_uri=settings.rate_limit_storage_url or "memory://",
         storage_options=options,
         strategy="moving-window",
-        headers_enabled=True,
+        headers_enabled=False,  # X-RateLimit-* cost a second Redis call per request; 429s get Retry-After below
         swallow_errors=True,
         in_memory_fallback_enabled=True,
         key_prefix="gridshift",
@@ -77,6 +78,10 @@ def build_limiter(settings: Settings) -> Limiter:
 def _harden(resp: Response) -> Response:
     for name, value in _HEADERS.items():
         resp.headers.setdefault(name, value)
+    if resp.status_code == 429 and "Retry-After" not in resp.headers:
+        limit = current_app.extensions["gridshift_limiter"].current_limit
+        wait_s = limit.reset_at - int(time.time()) if limit is not None else 1
+        resp.headers["Retry-After"] = str(max(1, wait_s))
     if resp.status_code == 405 and "Allow" not in resp.headers:
         # the problem+json renderer builds a new response; RFC 9110 requires a 405 to list the allowed methods
         try:
