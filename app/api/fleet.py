@@ -200,9 +200,8 @@ def put_cluster(data: dict[str, Any], name: str) -> Any:
     """Create or update a cluster: a region's runtime reached through a connector (operator admin)."""
     p = operator()
     db = extensions.db_session()
-    row = fleet.upsert_cluster(db, name, data["region"], data["kind"], data["config"], data["enabled"])
-    if data.get("secrets") is not None:
-        row = fleet.set_cluster_secrets(db, name, data["secrets"], extensions.settings().encryption_keys)
+    row = fleet.upsert_cluster(db, name, data["region"], data["kind"], data["config"], data["enabled"],
+                               secrets=data.get("secrets"), keys=extensions.settings().encryption_keys)
     audit.record(db, p, "cluster.put", "cluster", name, kind=data["kind"], region=data["region"])
     db.commit()
     return row

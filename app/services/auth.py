@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload
 
 from app.db import utcnow
 from app.enums import Role
@@ -101,7 +101,9 @@ def revoke_token(session: Session, tenant_id: int, token_id: int) -> ApiToken:
 def authenticate(session: Session, plaintext: str, *, now: datetime | None = None) -> Principal:
     """Resolve a bearer token; every failure answers the same way so that tokens cannot be probed."""
     now = now or utcnow()
-    row = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(plaintext)))
+    row = session.scalar(
+        select(ApiToken).options(joinedload(ApiToken.tenant)).where(ApiToken.token_hash == hash_token(plaintext))
+    )
     if row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
         raise Unauthorized("invalid, expired or revoked token")
     if row.last_used_at is None or now - row.last_used_at > timedelta(minutes=5):

@@ -204,18 +204,26 @@ def set_inventory(session: Session, region_code: str, hw_code: str, gpu_count: i
 
 
 def upsert_cluster(
-    session: Session, name: str, region_code: str, kind: str, config: dict[str, Any], enabled: bool = True
+    session: Session, name: str, region_code: str, kind: str, config: dict[str, Any], enabled: bool = True,
+    *, secrets: dict[str, Any] | None = None, keys: tuple[str, ...] = (),
 ) -> Cluster:
+    """Create or update a cluster. ``secrets`` (credentials) are stored encrypted with ``keys``; None keeps the
+    stored ones, ``{}`` clears them. The connector's schema is checked against config and credentials together,
+    so a required credential (a Slurm REST token, say) may live only in the encrypted part."""
     from connectors.base import ConfigError
     from connectors.registry import get_connector
 
-    try:
-        get_connector(kind, config)  # validates the config against the kind's JSON schema
-    except ConfigError as exc:
-        name = exc.field if exc.field.startswith(("kind", "config")) else f"config.{exc.field}".rstrip(".")
-        raise ValidationFailed("bad cluster", [FieldError(name, str(exc))]) from exc
-    region = get_region(session, region_code)
     row = session.scalar(select(Cluster).where(Cluster.name == name))
+    stored = cluster_secrets(row, keys) if row is not None else {}
+    effective = stored if secrets is None else secrets
+    try:
+        get_connector(kind, {**config, **effective})  # validates against the kind's JSON schema
+    except ConfigError as exc:
+        field_name = exc.field if exc.field.startswith(("kind", "config")) else f"config.{exc.field}".rstrip(".")
+        if exc.field.removeprefix("config.").split(".")[0] in effective:
+            field_name = "secrets." + exc.field.removeprefix("config.")
+        raise ValidationFailed("bad cluster", [FieldError(field_name, str(exc))]) from exc
+    region = get_region(session, region_code)
     if row is None:
         row = Cluster(name=name, region=region, kind=kind, config=config, enabled=enabled)
         session.add(row)
@@ -223,6 +231,8 @@ def upsert_cluster(
         raise Conflict(f"cluster {name!r} exists in another region with another kind")
     row.region, row.kind, row.config, row.enabled = region, kind, config, enabled
     session.flush()
+    if secrets is not None:
+        set_cluster_secrets(session, name, secrets, keys)
     return row
 
 

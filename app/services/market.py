@@ -154,12 +154,16 @@ def read_csv(path: Path, *, zone: str | None = None, source: str | None = None,
         return _parse_csv(fh, zone=zone, source=source or path.name.split(".")[0], start=start, end=end)
 
 
-def parse_upload(data: bytes, *, zone: str | None, source: str) -> list[Point]:
+def parse_upload(data: bytes, *, zone: str | None, source: str, max_bytes: int = 256 * 1024 * 1024) -> list[Point]:
+    """Parse an uploaded CSV (gzip allowed); a gzip stream that inflates past ``max_bytes`` is refused."""
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+                data = gz.read(max_bytes + 1)
         except (OSError, EOFError, zlib.error) as exc:
             raise ValidationFailed("not a readable gzip file", [FieldError("file", str(exc))]) from exc
+        if len(data) > max_bytes:
+            raise ValidationFailed("file too large", [FieldError("file", f"inflates past {max_bytes} bytes")])
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

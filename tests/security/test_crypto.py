@@ -44,20 +44,26 @@ def test_rotation_keeps_content_and_moves_to_the_newest_key():
 
 def test_cluster_secrets_via_api_are_encrypted_and_write_only(client, session, world, settings):
     ops = bearer(world.tokens["ops-admin"])
-    body = {"region": "de", "kind": "local", "config": {}, "secrets": SECRET}
+    rest = {"mode": "rest", "rest_url": "http://127.0.0.1:9", "rest_user": "gridshift"}
+    secret = {"rest_token": SECRET["token"]}
+    body = {"region": "de", "kind": "slurm", "config": rest, "secrets": secret}
     resp = client.put("/api/v1/clusters/de-gpu", json=body, headers=ops)
     assert resp.status_code == 200, resp.json
     assert "secrets" not in resp.json and resp.json["has_secrets"] is True
     listed = client.get("/api/v1/clusters", headers=ops).get_data(as_text=True)
-    assert "hunter2" not in listed and "very-secret" not in listed
+    assert "very-secret" not in listed
     row = session.scalar(select(Cluster).where(Cluster.name == "de-gpu"))
-    assert row.secrets_encrypted and "hunter2" not in row.secrets_encrypted
-    assert fleet.cluster_secrets(row, settings.encryption_keys) == SECRET
-    # an update without `secrets` keeps them; an empty object clears them
-    client.put("/api/v1/clusters/de-gpu", json={"region": "de", "kind": "local"}, headers=ops)
+    assert row.secrets_encrypted and "very-secret" not in row.secrets_encrypted
+    assert fleet.cluster_secrets(row, settings.encryption_keys) == secret
+    # an update without `secrets` keeps them (and they still satisfy the schema); an empty object clears them
+    resp = client.put("/api/v1/clusters/de-gpu", json={"region": "de", "kind": "slurm", "config": rest}, headers=ops)
+    assert resp.status_code == 200, resp.json
     session.expire_all()
-    assert fleet.cluster_secrets(session.get(Cluster, row.id), settings.encryption_keys) == SECRET
-    client.put("/api/v1/clusters/de-gpu", json={**body, "secrets": {}}, headers=ops)
+    assert fleet.cluster_secrets(session.get(Cluster, row.id), settings.encryption_keys) == secret
+    # a credential the connector does not know is refused, naming it
+    resp = client.put("/api/v1/clusters/de-gpu", json={**body, "secrets": {"password": "x"}}, headers=ops)
+    assert resp.status_code == 422 and resp.json["errors"][0]["field"] == "secrets.password"
+    client.put("/api/v1/clusters/de-gpu", json={**body, "config": {"mode": "cli"}, "secrets": {}}, headers=ops)
     session.expire_all()
     assert session.get(Cluster, row.id).secrets_encrypted is None
 
@@ -108,11 +114,6 @@ def test_keys_command_line(settings, session, world, monkeypatch):
     assert bad.exit_code != 0 and "'c3'" in bad.output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app/services/fleet.py upsert_cluster validates `config` alone, so a credential the connector requires "
-    "(slurm rest_token, kubernetes token) cannot live only in the encrypted `secrets`; validate {**config, **secrets}",
-)
 def test_a_required_credential_may_live_only_in_secrets(client, world):
     body = {
         "region": "de",
