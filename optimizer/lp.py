@@ -38,6 +38,7 @@ class _Master:
         self.gpu_rows: dict[tuple[int, int, int], pywraplp.Constraint] = {}
         self.kw_rows: dict[tuple[int, int], pywraplp.Constraint] = {}
         self.columns: set[tuple[int, ...]] = set()
+        self.column_vars: list[tuple[tuple[int, ...], pywraplp.Variable]] = []
 
     def add(self, ch: Choice, rows: np.ndarray) -> int:
         """Add the options ``ch`` of job ``rows`` as columns of their classes; returns how many were new."""
@@ -60,6 +61,7 @@ class _Master:
             self.columns.add(key)
             _, r, h, s1, l1, s2, l2 = key
             var = self.lp.NumVar(0.0, float(self.counts[c]), f"x[c={c},r={r},h={h},s={s1}]")
+            self.column_vars.append((key, var))
             self.obj.SetCoefficient(var, float(obj[k]))
             self.conv[c].SetCoefficient(var, 1.0)
             g = float(tb.g[row])
@@ -83,6 +85,13 @@ class _Master:
             added += 1
         return added
 
+    def primal(self) -> np.ndarray:
+        """Columns with a positive LP value: rows ``(class, r, h, s1, l1, s2, l2)`` and their values."""
+        keys = [key for key, var in self.column_vars if var.solution_value() > 1e-7]
+        vals = [var.solution_value() for _, var in self.column_vars if var.solution_value() > 1e-7]
+        table = np.array(keys, dtype=np.int64).reshape(-1, 7)
+        return np.column_stack((table.astype(float), np.array(vals, dtype=float)))
+
     def duals(self) -> tuple[Multipliers, np.ndarray]:
         m = Multipliers.zeros(self.tb)
         for (r, h, t), row in self.gpu_rows.items():
@@ -103,6 +112,7 @@ def column_generation(
     time_limit_s: float,
     max_rounds: int = 50,
     per_class: int = 4,
+    rel_tol: float = 1e-4,
 ) -> tuple[float, Multipliers, dict]:
     """Lower bound and capacity prices from the LP of the aggregated model.
 
@@ -120,11 +130,14 @@ def column_generation(
         Pricing rounds.
     per_class : int
         Most columns added per class and round.
+    rel_tol : float
+        Stop once the restricted LP value is within this fraction of the best bound.
 
     Returns
     -------
     tuple
-        ``(best valid bound [objective units], multipliers of that bound, info)``.
+        ``(best valid bound [objective units], multipliers of that bound, info)``; ``info["primal"]`` holds
+        the last restricted LP solution (see ``_Master.primal``), ``info["columns_table"]`` every column.
     """
     t0 = time.perf_counter()
     master = _Master(tb, cls, rep, counts)
@@ -133,7 +146,7 @@ def column_generation(
     for seed in seeds:
         master.add(seed, np.arange(tb.J))
     best, best_m = -np.inf, Multipliers.zeros(tb)
-    info: dict[str, Any] = {"rounds": 0, "columns": 0, "lp_value": None, "converged": False}
+    info: dict[str, Any] = {"rounds": 0, "columns": 0, "lp_value": None, "converged": False, "primal": None}
     trace: list[tuple[float, float]] = []
     info["trace"] = trace
     for _ in range(max_rounds):
@@ -146,6 +159,7 @@ def column_generation(
             break
         lp_value = float(master.obj.Value())
         info["lp_value"] = lp_value
+        info["primal"] = master.primal()
         m, pi = master.duals()
         found: list = []
         value, _, _ = evaluate(tb, m, collect=found)
@@ -153,6 +167,9 @@ def column_generation(
         trace.append((round(lp_value, 4), round(value, 4)))
         if value > best:
             best, best_m = value, m
+        if lp_value - best <= rel_tol * max(1.0, abs(lp_value)):
+            info["converged"] = True
+            break
         # an option prices in when its priced value is below its class's convexity dual;
         # up to ``per_class`` (region, hardware) pairs per class and round
         rows, r, h, s1, l1, s2, l2, val = (np.concatenate(x) for x in zip(*found, strict=True))
@@ -167,4 +184,5 @@ def column_generation(
             info["converged"] = True
             break
     info["columns"] = len(master.columns)
+    info["columns_table"] = np.array(sorted(master.columns), dtype=np.int64).reshape(-1, 7)
     return float(best), best_m, info

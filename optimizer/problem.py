@@ -317,7 +317,7 @@ class SolveParams:
     random_seed: int = 0
     log_search: bool = False
     max_cpsat_options: int = 20_000
-    max_lp_jobs: int = 500
+    max_lp_jobs: int = 2_000
 
 
 def durations_from_throughput(

@@ -4,7 +4,9 @@ Pipeline (each step bounded by the time limit):
 
 1. ``build_tables``: validate jobs, windows, feasibility alone (reasons for the rest).
 2. Greedy placement (least slack first, cheapest feasible option) gives a first plan and upper bound.
-3. Subgradient ascent on the Lagrangian dual gives the lower bound and capacity prices.
+3. Up to ``max_lp_jobs`` jobs: column generation on the LP of the aggregated model (GLOP) gives the
+   bound, capacity prices (duals) and an LP solution that is rounded to a plan (biggest jobs first);
+   beyond that, subgradient ascent on the Lagrangian dual gives the bound and prices.
 4. Priced placement (objective + capacity prices) and local search improve the plan.
 5. If the reduced-cost-fixed option set is small enough, CP-SAT over aggregated job classes, warm-started
    from the best plan, tightens plan and bound.
@@ -27,6 +29,7 @@ from optimizer.heuristic import greedy_order, improve, penalised_objective, plac
 from optimizer.lp import column_generation
 from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem, SolveParams
+from optimizer.rounding import round_lp
 from optimizer.tables import Tables, build_tables
 
 
@@ -103,12 +106,19 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     upper = best_score if np.isfinite(best_score) else penalised_objective(tb, best)
     cls, rep, counts = build_classes(tb)
     if not capped and params.max_lp_jobs >= tb.J:
-        lower, m, info = column_generation(tb, cls, rep, counts, [best, ch0], time_limit_s=0.4 * left())
+        lower, m, info = column_generation(tb, cls, rep, counts, [best, ch0], time_limit_s=0.55 * left())
         t = lap("lp_colgen", t)
         notes.append(
             f"lp rounds={info['rounds']} columns={info['columns']} converged={info['converged']} "
             f"lp_value={info['lp_value']}"
         )
+        if info["primal"] is not None:
+            cand = round_lp(tb, cls, info["primal"], m)
+            score = _score(tb, cand)
+            notes.append(f"lp rounding objective={score:.6g} (greedy {best_score:.6g})")
+            if score < best_score:
+                best, best_score = cand, score
+            t = lap("lp_rounding", t)
         if not info["converged"] and left() > 0.5 * limit:
             lower2, m2, history = subgradient(tb, upper, start=m, time_limit_s=0.15 * left())
             if lower2 > lower:

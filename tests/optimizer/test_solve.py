@@ -221,3 +221,31 @@ def test_lp_bound_by_column_generation_is_valid_and_converges(params):
     assert info["converged"]
     assert math.isclose(bound, info["lp_value"], rel_tol=1e-6)  # Lagrangian at the LP duals = LP optimum
     assert bound <= brute_force(pb) + 1e-9
+
+
+def test_lp_rounding_gives_a_checked_plan_at_the_lp_optimum_when_the_lp_is_integral(params):
+    from optimizer.assemble import assemble_plan
+    from optimizer.bound import Multipliers, evaluate
+    from optimizer.cpsat import build_classes
+    from optimizer.heuristic import greedy_order, penalised_objective, place
+    from optimizer.lp import column_generation
+    from optimizer.plan import PlanStatus as Status
+    from optimizer.plan import SolveStats
+    from optimizer.rounding import round_lp
+    from optimizer.tables import build_tables
+
+    # six identical 2-GPU jobs, 4 GPUs per slot: the LP optimum fills the cheapest slots two jobs at a time
+    prices = [90, 10, 10, 20, 20, 30, 30, 90]
+    pb = problem([region("DE", prices, gpus=4)], [job(f"j{i}", gpus=2, dur=2) for i in range(6)])
+    tb = build_tables(pb)
+    cls, rep, counts = build_classes(tb)
+    _, unconstrained, _ = evaluate(tb, Multipliers.zeros(tb))
+    _, m, info = column_generation(
+        tb, cls, rep, counts, [place(tb, greedy_order(tb)), unconstrained], time_limit_s=5
+    )
+    ch = round_lp(tb, cls, info["primal"], m)
+    assert (ch.r >= 0).all()
+    assert math.isclose(penalised_objective(tb, ch), info["lp_value"], rel_tol=1e-6)
+    stats = SolveStats(0.0, len(pb.jobs), len(rep), 0, "", {}, ())
+    plan = assemble_plan(tb, ch, solver="t", status=Status.FEASIBLE, bound=0.0, penalised=0.0, stats=stats)
+    assert check_plan(pb, plan).ok

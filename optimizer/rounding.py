@@ -1,0 +1,74 @@
+"""Round the LP solution of the aggregated model (``optimizer.lp``) to a plan, then repair it greedily.
+
+The LP gives each job class a (fractional) number of jobs per option. Jobs are placed biggest first
+(GPU-slots, as in bin packing); each takes the option of its class with the most LP mass left that still fits
+the residual capacity (one job uses up one unit of mass), and a job whose LP options are all full or used up
+takes its best feasible option priced with the LP duals (the greedy scan). When the
+LP is nearly integral, as with many identical jobs per class, the plan lands close to the LP bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optimizer.bound import Choice, Multipliers
+from optimizer.candidates import _fits_option
+from optimizer.heuristic import Residual, Scanner, size_order
+from optimizer.tables import Tables
+
+
+def _real(table: np.ndarray) -> np.ndarray:
+    """Mask of LP columns that are runnable (the bound's overlapping two-chunk relaxations are not)."""
+    s1, l1, s2, l2 = table[:, 3], table[:, 4], table[:, 5], table[:, 6]
+    return (l2 == 0) | (s2 >= s1 + l1 + 1)
+
+
+def round_lp(tb: Tables, cls: np.ndarray, primal: np.ndarray, m: Multipliers) -> Choice:
+    """A plan from the LP solution ``primal`` (rows ``(class, r, h, s1, l1, s2, l2, value)``).
+
+    Parameters
+    ----------
+    tb : Tables
+        Problem arrays.
+    cls : numpy.ndarray
+        Class of each job row.
+    primal : numpy.ndarray
+        Positive columns of the restricted LP solution, as returned in ``column_generation``'s info.
+    m : Multipliers
+        LP duals (capacity prices) for the repair scan.
+
+    Returns
+    -------
+    Choice
+        A plan that fits every capacity; jobs that fit nowhere are left out (``r == -1``).
+    """
+    ch = Choice.empty(tb.J)
+    res = Residual(tb)
+    table = primal[:, :7].astype(np.int64) if len(primal) else np.zeros((0, 7), dtype=np.int64)
+    mass = primal[:, 7].copy() if len(primal) else np.zeros(0)
+    keep = _real(table)
+    table, mass = table[keep], mass[keep]
+    order = np.lexsort((-mass, table[:, 0]))
+    table, mass = table[order], mass[order]
+    first = np.searchsorted(table[:, 0], np.arange(int(cls.max(initial=-1)) + 2))
+    scan = Scanner(tb, m)
+    for row_ in size_order(tb):
+        row = int(row_)
+        c = int(cls[row])
+        taken = False
+        for k in range(first[c], first[c + 1]):
+            if mass[k] <= 1e-6:
+                continue
+            r, h, s1, l1, s2, l2 = (int(x) for x in table[k, 1:])
+            if _fits_option(tb, res, row, r, h, s1, l1, s2, l2):
+                ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = r, h, s1, l1, s2, l2
+                mass[k] -= 1.0
+                taken = True
+                break
+        if not taken:
+            found = scan.best(row, res)
+            if found is None:
+                continue
+            ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
+        res.apply(tb, ch, row, -1)
+    return ch
