@@ -36,12 +36,6 @@ class Residual:
                 self.kw[r, s : s + ln] += sign * p
 
 
-def _windows(x: np.ndarray, first: int, last: int, length: int) -> np.ndarray:
-    """``min(x[..., s:s+length])`` for s in first..last."""
-    view = np.lib.stride_tricks.sliding_window_view(x[..., first : last + length], length, axis=-1)
-    return view.min(axis=-1)
-
-
 class Scanner:
     """Finds a job's best feasible option against the residual capacity."""
 
@@ -68,9 +62,12 @@ class Scanner:
     def _fits(
         self, res: Residual, row: int, rr: np.ndarray, h: int, first: int, last: int, length: int, power
     ):
-        gpu_ok = _windows(res.gpu[rr, h], first, last, length) >= self.tb.g[row]
-        kw_ok = _windows(res.kw[rr], first, last, length) >= power_mw(power)
-        return gpu_ok & kw_ok
+        # a run fits when none of its slots lacks GPUs or power: count short slots with a prefix sum
+        end = last + length
+        short = (res.gpu[rr, h, first:end] < self.tb.g[row]) | (res.kw[rr, first:end] < power_mw(power))
+        count = np.zeros((len(rr), end - first + 1), dtype=np.int64)
+        np.cumsum(short, axis=1, out=count[:, 1:])
+        return count[:, length:] == count[:, : last - first + 1]
 
     def best(
         self, row: int, res: Residual, pairs: list[tuple[int, int, float]] | None = None
