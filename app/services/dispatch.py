@@ -289,8 +289,9 @@ def submit_run(
     """Submit one claimed run to its runtime (or adopt the job a previous attempt submitted); commits.
 
     ``fresh`` says this is the first delivery of the first submit message of a just-claimed run: no earlier
-    attempt can have reached the runtime, so the ``find(run_key)`` round trip is skipped (``submit`` is
-    idempotent by the connector contract anyway). Redeliveries, retries and recovered claims always ask.
+    attempt can have reached the runtime, so the ``find(run_key)`` round trip is skipped. Otherwise ``find``
+    tells whether an earlier attempt reached the runtime (``adopted``); ``submit`` is called either way, being
+    idempotent by the connector contract, so a half-finished earlier submission is completed, not duplicated.
 
     Raises
     ------
@@ -317,10 +318,11 @@ def submit_run(
     connector = connector_for(run.cluster, settings)
     adopted = False
     try:
-        runtime_id = None if fresh and run.error is None else connector.find(run.run_key)
-        adopted = runtime_id is not None
-        if runtime_id is None:
-            runtime_id = connector.submit(spec)
+        found = None if fresh and run.error is None else connector.find(run.run_key)
+        # Submit even when found: submit is idempotent and completes a submission an earlier attempt left
+        # half-done (a Slurm job still held when its worker died between sbatch and release).
+        runtime_id = connector.submit(spec)
+        adopted = found is not None
     except ConnectorError as exc:
         session.rollback()
         if exc.retryable:

@@ -5,7 +5,9 @@ runtime's state moves the run and its job on (with a job event per change); a fi
 start and end, exit code, metered energy (``connector.energy``: NVML, accounting or estimate), and its cost
 and carbon from the market series of its region's zone over the hours it ran. A failed run sends its job
 back to planning (:mod:`app.services.dispatch_failures`). A runtime that does not answer is simply asked
-again next time; a run the runtime says it does not know is ``lost`` and its job is re-planned.
+again next time; a run the runtime says it does not know is ``lost`` and its job is re-planned; a run still
+pending a minute after its planned start is submitted again (idempotent), which completes a submission the
+runtime left half-done.
 
 Cost and carbon use facility energy (metered IT energy times the region's PUE), like the planner's figures:
 ``cost = sum_h E_h * PUE * price_h / 1000`` [EUR, price in EUR/MWh] and
@@ -29,6 +31,9 @@ from app.services import market
 from app.services.dispatch import connector_for
 from app.services.dispatch_failures import requeue_after_failure
 from connectors.base import ClusterConnector, ConnectorError, RunStatus, RuntimeState
+
+#: A run still pending on its runtime this long after its planned start is submitted again (idempotent).
+REASSERT_AFTER = timedelta(seconds=60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +156,7 @@ def _sync_one(
 def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterConnector, now: datetime) -> str:
     job = run.job
     if state.status in (RunStatus.PENDING, RunStatus.UNKNOWN):
+        _reassert_if_overdue(session, run, connector, now)
         return "unchanged"
     if state.status == RunStatus.RUNNING:
         if run.state == RunState.RUNNING:
@@ -188,6 +194,26 @@ def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterCo
         return "cancelled"
     reason = state.message or f"exit code {state.exit_code}"
     return "replan" if requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED) else "failed"
+
+
+def _reassert_if_overdue(session: Session, run: Run, connector: ClusterConnector, now: datetime) -> None:
+    """Submit again (idempotent) a run still pending ``REASSERT_AFTER`` past its planned start.
+
+    This completes a submission interrupted half-way on the runtime's side, e.g. a Slurm job left held when
+    the controller died between sbatch and release. A submitted run's ``claimed_at`` records the last time
+    its submission was asserted, so this happens at most once per ``REASSERT_AFTER``.
+    """
+    due = (run.planned_start_at or run.submitted_at or now) + REASSERT_AFTER
+    last = run.claimed_at or run.submitted_at or now
+    if now < due or now - last < REASSERT_AFTER:
+        return
+    from app.services.dispatch import build_spec
+
+    try:
+        connector.submit(build_spec(session, run))
+    except ConnectorError:
+        return  # the runtime is unwell: the next sync tries again
+    run.claimed_at = now
 
 
 def _record_energy(session: Session, run: Run, connector: ClusterConnector) -> None:

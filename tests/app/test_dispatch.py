@@ -278,6 +278,43 @@ def test_unreachable_runtime_leaves_runs_alone_during_sync(session, settings, te
     get_connector("local", run.cluster.config).cancel(run.runtime_job_id)
 
 
+class _HeldOnRuntime:
+    """A runtime whose job stays pending until it is submitted again (like a Slurm job left held)."""
+
+    def __init__(self) -> None:
+        self.submits = 0
+
+    def find(self, run_key):
+        return "4"
+
+    def submit(self, spec):
+        self.submits += 1
+        return "4"
+
+    def poll(self, runtime_job_id):
+        from connectors.base import RunStatus, RuntimeState
+
+        return RuntimeState(runtime_job_id, RunStatus.PENDING, message="JobHeldUser")
+
+
+def test_run_still_pending_after_its_start_is_submitted_again(session, settings, tenant_id, clusters, monkeypatch):
+    job = add_job(session, tenant_id)
+    start = utcnow() - dispatch_sync.REASSERT_AFTER - timedelta(seconds=30)
+    write_plan(session, [(job.id, "de", "h100", start, 30)])
+    (run_id,) = dispatch.tick(session, settings, now=start, worker=W).claimed
+    runtime = _HeldOnRuntime()
+    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, settings: runtime)
+    monkeypatch.setattr(dispatch_sync, "connector_for", lambda cluster, settings: runtime)
+    dispatch.submit_run(session, settings, run_id, now=start, worker=W)
+    assert runtime.submits == 1
+    dispatch_sync.sync(session, settings, now=utcnow())
+    assert runtime.submits == 2  # re-asserted once it was overdue
+    dispatch_sync.sync(session, settings, now=utcnow())
+    assert runtime.submits == 2  # and not again within REASSERT_AFTER
+    session.expire_all()
+    assert session.get(Run, run_id).state == RunState.SUBMITTED
+
+
 def test_hour_weights_split_a_run_across_hours():
     start = utcnow().replace(minute=30, second=0, microsecond=0)
     weights = dispatch_sync.hour_weights(start, start + timedelta(hours=1))
