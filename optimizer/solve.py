@@ -25,6 +25,7 @@ from optimizer.assemble import assemble_plan
 from optimizer.bound import Choice, Multipliers, choice_cost, evaluate, subgradient
 from optimizer.candidates import Candidates, improve_fast, place_fast, repair_left_out
 from optimizer.cpsat import build_classes, build_model, build_options, read_solution, solve_model
+from optimizer.eject import eject_improve
 from optimizer.heuristic import greedy_order, improve, penalised_objective, place, size_order
 from optimizer.lp import column_generation
 from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
@@ -147,6 +148,15 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     share = 0.5 if use_cpsat else 0.95
     nu_ls = m.nu if capped else 0.0
     if not capped and (best.r < 0).any():
+        found_m = []
+        evaluate(tb, m, collect=found_m)  # candidates at capacity prices point to uncongested slots
+        cand = eject_improve(
+            tb, best, Candidates(tb, found_m), time_limit_s=0.1 * left(), max_evict=30, left_out_only=True
+        )
+        if _score(tb, cand) < best_score:
+            best, best_score = cand, _score(tb, cand)
+        t = lap("eject_left_out", t)
+    if not capped and (best.r < 0).any():
         cand = repair_left_out(tb, best, cand0, time_limit_s=0.2 * left())
         if _score(tb, cand) < best_score:
             best, best_score = cand, _score(tb, cand)
@@ -201,6 +211,12 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
                 notes.append("cpsat model invalid: " + built.model.validate())
             else:
                 notes.append(f"cpsat returned {cp_status}; keeping the heuristic plan")
+    if not use_cpsat and not closed and np.isfinite(best_score) and left() > 1.0:
+        # time left after local search goes to the bound: resume the subgradient ascent from its best point
+        lower2, _, history = subgradient(tb, best_score, start=m, max_iter=10_000, time_limit_s=left() - 0.5)
+        notes.append(f"bound resumed: {len(history)} more subgradient iterations")
+        bound = max(bound, lower2)
+        t = lap("lagrangian_resumed", t)
     if not np.isfinite(best_score):
         notes.append("no plan found within the cost cap")
     penalised = penalised_objective(tb, best)

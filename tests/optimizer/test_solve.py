@@ -249,3 +249,26 @@ def test_lp_rounding_gives_a_checked_plan_at_the_lp_optimum_when_the_lp_is_integ
     stats = SolveStats(0.0, len(pb.jobs), len(rep), 0, "", {}, ())
     plan = assemble_plan(tb, ch, solver="t", status=Status.FEASIBLE, bound=0.0, penalised=0.0, stats=stats)
     assert check_plan(pb, plan).ok
+
+
+def test_ejection_places_a_left_out_job_by_moving_a_flexible_one_to_other_hardware(params):
+    from optimizer.bound import Multipliers, evaluate
+    from optimizer.candidates import Candidates
+    from optimizer.eject import eject_improve
+    from optimizer.heuristic import penalised_objective, place
+    from optimizer.tables import build_tables
+
+    # one H100 and one L40S; "rigid" can only use the H100 for the whole horizon, "flexible" either type
+    reg = region("DE", [50.0] * 4, gpus={"H100": 1, "L40S": 1})
+    flexible = job("flexible", dur={"H100": 1, "L40S": 4}, n_slots=4)
+    rigid = job("rigid", dur=4, n_slots=4)
+    pb = problem([reg], [flexible, rigid], hardware=(H100, L40S))
+    tb = build_tables(pb)
+    first_come = place(tb, np.array([0, 1]))  # flexible takes the (cheaper) H100 slot: rigid fits nowhere
+    assert first_come.r[1] < 0
+    found: list = []
+    evaluate(tb, Multipliers.zeros(tb), collect=found)
+    ch = eject_improve(tb, first_come, Candidates(tb, found), time_limit_s=5, left_out_only=True)
+    assert (ch.r >= 0).all()
+    assert ch.h[0] == 1 and ch.h[1] == 0  # flexible moved to the L40S
+    assert penalised_objective(tb, ch) < penalised_objective(tb, first_come)
