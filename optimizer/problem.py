@@ -310,6 +310,9 @@ class SolveParams:
         Lagrangian-priced heuristic with local search only.
     max_lp_jobs : int
         Largest job count for the column-generation LP bound (GLOP); beyond it subgradient ascent.
+    max_cpsat_jobs : int
+        Largest job count handed to CP-SAT; beyond it (where CP-SAT on 2 cores does not improve the plan
+        in seconds) the time goes to local search and the bound.
     """
 
     time_limit_s: float = 10.0
@@ -318,6 +321,7 @@ class SolveParams:
     log_search: bool = False
     max_cpsat_options: int = 20_000
     max_lp_jobs: int = 2_000
+    max_cpsat_jobs: int = 500
 
 
 def durations_from_throughput(

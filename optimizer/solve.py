@@ -106,6 +106,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     t = lap("greedy", t)
     upper = best_score if np.isfinite(best_score) else penalised_objective(tb, best)
     cls, rep, counts = build_classes(tb)
+    lp_converged = False
     if not capped and params.max_lp_jobs >= tb.J:
         lower, m, info = column_generation(tb, cls, rep, counts, [best, ch0], time_limit_s=0.55 * left())
         t = lap("lp_colgen", t)
@@ -113,6 +114,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
             f"lp rounds={info['rounds']} columns={info['columns']} converged={info['converged']} "
             f"lp_value={info['lp_value']}"
         )
+        lp_converged = bool(info["converged"])
         if info["primal"] is not None:
             cand = round_lp(tb, cls, info["primal"], m)
             score = _score(tb, cand)
@@ -144,8 +146,9 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         if score < best_score:
             best, best_score = cand, score
     t = lap("priced_greedy", t)
-    use_cpsat = len(rep) * 8 <= params.max_cpsat_options
-    share = 0.5 if use_cpsat else 0.95
+    use_cpsat = len(rep) * 8 <= params.max_cpsat_options and params.max_cpsat_jobs >= tb.J
+    bound_open = not lp_converged  # the bound still gains from more subgradient steps at the end
+    share = 0.5 if use_cpsat or bound_open else 0.95
     nu_ls = m.nu if capped else 0.0
     if not capped and (best.r < 0).any():
         found_m = []
@@ -180,7 +183,8 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         status = PlanStatus.OPTIMAL
     elif not use_cpsat:
         notes.append(
-            f"cpsat skipped: {n_classes} job classes is beyond max_cpsat_options={params.max_cpsat_options}"
+            f"cpsat skipped: {n_classes} job classes / {tb.J} jobs is beyond max_cpsat_options="
+            f"{params.max_cpsat_options} (8 per class) or max_cpsat_jobs={params.max_cpsat_jobs}"
         )
     elif np.isfinite(best_score) and left() > 0.5:
         _, _, priced = evaluate(tb, m)
@@ -211,9 +215,9 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
                 notes.append("cpsat model invalid: " + built.model.validate())
             else:
                 notes.append(f"cpsat returned {cp_status}; keeping the heuristic plan")
-    if not use_cpsat and not closed and np.isfinite(best_score) and left() > 1.0:
+    if not use_cpsat and bound_open and not closed and np.isfinite(best_score) and left() > 1.0:
         # time left after local search goes to the bound: resume the subgradient ascent from its best point
-        lower2, _, history = subgradient(tb, best_score, start=m, max_iter=10_000, time_limit_s=left() - 0.5)
+        lower2, _, history = subgradient(tb, best_score, start=m, max_iter=10_000, time_limit_s=left() - 0.3)
         notes.append(f"bound resumed: {len(history)} more subgradient iterations")
         bound = max(bound, lower2)
         t = lap("lagrangian_resumed", t)
