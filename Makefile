@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 .PHONY: venv run seed test test-db lint typecheck bench-api bench-plan bench-forecast bench-dispatch bench-faults \
         bench-load bench-profile bench-web bench-replay bench-slurm-submit screenshots \
-        test-connectors compose-check clean
+        test-connectors bench-api-faults compose-check clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -50,13 +50,15 @@ bench-plan: venv
 bench-replay: venv
 	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --replay-days 60 --jobs 200 --time-limit 3
 bench-forecast: venv
-	$(BIN)/python bench/forecast_bench.py
+	$(BIN)/python bench/forecast_bench.py --workers 2 --json
 bench-dispatch: venv
 	$(BIN)/python bench/dispatch_bench.py
 bench-faults: venv
 	$(BIN)/python bench/faults.py
 bench-load: venv
-	$(BIN)/python bench/load_bench.py
+	$(BIN)/python bench/load_bench.py --json
+bench-api-faults: venv
+	$(BIN)/python bench/api_faults.py --json
 bench-profile: venv
 	$(BIN)/python bench/profile_bench.py --json
 bench-web: venv
