@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from optimizer.bound import Choice, Multipliers
-from optimizer.candidates import _fits_option
-from optimizer.heuristic import Residual, Scanner, size_order
+from optimizer.candidates import Candidates, _fits_option
+from optimizer.heuristic import Residual, Scanner, option_objective, size_order
 from optimizer.tables import Tables
 
 
@@ -72,3 +72,23 @@ def round_lp(tb: Tables, cls: np.ndarray, primal: np.ndarray, m: Multipliers) ->
             ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
         res.apply(tb, ch, row, -1)
     return ch
+
+
+def lp_candidates(tb: Tables, cls: np.ndarray, columns: np.ndarray, found0: list) -> Candidates:
+    """Candidates of every job: its best start per (region, hardware) plus every LP column of its class.
+
+    ``columns`` holds rows ``(class, r, h, s1, l1, s2, l2)`` (column generation's ``columns_table``);
+    ``found0`` is the zero-price collection of ``bound.evaluate``. Values are true objectives, so
+    ``improve_fast`` and ``eject_improve`` can move jobs to the second-best starts the LP found useful.
+    """
+    table = columns[_real(columns)] if len(columns) else np.zeros((0, 7), dtype=np.int64)
+    order = np.argsort(cls, kind="stable")
+    starts = np.searchsorted(cls[order], np.arange(int(cls.max(initial=-1)) + 2))
+    per_col = starts[table[:, 0] + 1] - starts[table[:, 0]]
+    col = np.repeat(np.arange(len(table)), per_col)
+    offset = np.arange(len(col)) - np.repeat(np.cumsum(per_col) - per_col, per_col)
+    rows = order[starts[table[col, 0]] + offset]
+    ch = Choice(*(table[col, k] for k in range(1, 7)))
+    val = option_objective(tb, ch, rows=rows)
+    extra = (rows, ch.r, ch.h, ch.s1, ch.l1, ch.s2, ch.l2, val)
+    return Candidates(tb, [*found0, extra])

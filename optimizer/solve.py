@@ -30,7 +30,7 @@ from optimizer.heuristic import greedy_order, improve, penalised_objective, plac
 from optimizer.lp import column_generation
 from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem, SolveParams
-from optimizer.rounding import round_lp
+from optimizer.rounding import lp_candidates, round_lp
 from optimizer.tables import Tables, build_tables
 
 
@@ -107,6 +107,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     upper = best_score if np.isfinite(best_score) else penalised_objective(tb, best)
     cls, rep, counts = build_classes(tb)
     lp_converged = False
+    cand_ls = cand0
     if not capped and params.max_lp_jobs >= tb.J:
         lower, m, info = column_generation(tb, cls, rep, counts, [best, ch0], time_limit_s=0.55 * left())
         t = lap("lp_colgen", t)
@@ -115,6 +116,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
             f"lp_value={info['lp_value']}"
         )
         lp_converged = bool(info["converged"])
+        cand_ls = lp_candidates(tb, cls, info["columns_table"], found0)  # more starts for local search
         if info["primal"] is not None:
             cand = round_lp(tb, cls, info["primal"], m)
             score = _score(tb, cand)
@@ -165,12 +167,17 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
             best, best_score = cand, _score(tb, cand)
         t = lap("repair", t)
     if not capped:
-        cand = improve_fast(tb, best, cand0, time_limit_s=max(0.05, 0.5 * share * left()))
+        cand = improve_fast(tb, best, cand_ls, time_limit_s=max(0.05, 0.5 * share * left()))
         if _score(tb, cand) <= best_score:
             best, best_score = cand, _score(tb, cand)
     cand = improve(tb, best, nu=nu_ls, time_limit_s=max(0.05, share * left()), seed=params.random_seed)
     if _score(tb, cand) <= best_score:
         best, best_score = cand, _score(tb, cand)
+    if not capped and not use_cpsat and not bound_open and left() > 0.5:
+        # local search stopped early (no move left): ejection moves over the LP's starts with the time left
+        cand = eject_improve(tb, best, cand_ls, time_limit_s=left() - 0.3)
+        if _score(tb, cand) <= best_score:
+            best, best_score = cand, _score(tb, cand)
     t = lap("local_search", t)
     bound = lower
     status = PlanStatus.FEASIBLE
