@@ -95,7 +95,9 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     capped = problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP
     order = greedy_order(tb)
     found0: list = []
+    eval_t0 = time.perf_counter()
     _, ch0, _ = evaluate(tb, Multipliers.zeros(tb), collect=found0)
+    eval_s = time.perf_counter() - eval_t0  # one Lagrangian evaluation [s], to keep resumed ascent in time
     cand0 = Candidates(tb, found0)  # per-pair best starts at true cost
     best = place_fast(tb, order, cand0) if not capped else place(tb, order)
     if capped and not _cap_ok(tb, best):
@@ -222,9 +224,11 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
                 notes.append("cpsat model invalid: " + built.model.validate())
             else:
                 notes.append(f"cpsat returned {cp_status}; keeping the heuristic plan")
-    if not use_cpsat and bound_open and not closed and np.isfinite(best_score) and left() > 1.0:
+    if not use_cpsat and bound_open and not closed and np.isfinite(best_score) and left() > 4 * eval_s + 0.5:
         # time left after local search goes to the bound: resume the subgradient ascent from its best point
-        lower2, _, history = subgradient(tb, best_score, start=m, max_iter=10_000, time_limit_s=left() - 0.3)
+        # (an iteration costs about two evaluations; the limit is checked after each)
+        budget = left() - 2.5 * eval_s - 0.3
+        lower2, _, history = subgradient(tb, best_score, start=m, max_iter=10_000, time_limit_s=budget)
         notes.append(f"bound resumed: {len(history)} more subgradient iterations")
         bound = max(bound, lower2)
         t = lap("lagrangian_resumed", t)
