@@ -316,7 +316,7 @@ def submit_run(
     except ConfigError as exc:
         return _finish_unsubmitted(session, run, RunState.FAILED, f"cannot dispatch: {exc}", now, fail_job=True)
     connector = connector_for(run.cluster, settings)
-    adopted = False
+    found: str | None = None
     try:
         found = None if fresh and run.error is None else connector.find(run.run_key)
         # Submit even when found: submit is idempotent and completes a submission an earlier attempt left
@@ -328,6 +328,16 @@ def submit_run(
         if exc.retryable:
             _note_error(session, run_id, str(exc))
             raise
+        # A refusal fails the run only when the runtime confirms it holds no job under this key: an earlier
+        # attempt may have landed, and failing would re-plan (and run) the job a second time.
+        try:
+            held = found if found is not None else connector.find(spec.run_key)
+        except ConnectorError as find_exc:
+            _note_error(session, run_id, str(exc))
+            raise ConnectorError(f"{exc}; runtime could not say whether it holds the job ({find_exc})",
+                                 retryable=True, kind=find_exc.kind) from exc  # fmt: skip
+        if held is not None:
+            return _mark_submitted(session, run_id, held, adopted=True, now=now, connector=connector)
         run = session.get(Run, run_id)
         assert run is not None
         return _fail(session, run, f"runtime refused the job: {exc}", now)

@@ -278,6 +278,27 @@ def test_unreachable_runtime_leaves_runs_alone_during_sync(session, settings, te
     get_connector("local", run.cluster.config).cancel(run.runtime_job_id)
 
 
+class _RefusesButHoldsIt(_Empty):
+    """A runtime that refuses a resubmission of a job it already holds."""
+
+    def find(self, run_key):
+        return "7"
+
+    def submit(self, spec):
+        raise ConnectorError("job name already in use", retryable=False, kind="fake")
+
+
+def test_refusal_of_a_job_the_runtime_already_holds_adopts_it(session, settings, tenant_id, clusters, monkeypatch):
+    job = add_job(session, tenant_id)
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, settings: _RefusesButHoldsIt())
+    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
+    assert out.state == "submitted" and out.runtime_job_id == "7" and out.adopted and not out.replan
+    session.expire_all()
+    assert session.get(Job, job.id).state == JobState.SUBMITTED
+
+
 class _HeldOnRuntime:
     """A runtime whose job stays pending until it is submitted again (like a Slurm job left held)."""
 
