@@ -25,6 +25,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "schedule": _at(settings.nightly_plan_at, settings.timezone),
         },
         "replan": {"task": "gridshift.plan.replan", "schedule": timedelta(seconds=settings.replan_interval_s)},
+        "plan-new-work": {"task": "gridshift.plan.new_work", "schedule": timedelta(seconds=60), "options": {"expires": 60}},
         "dispatch-tick": {
             "task": "gridshift.dispatch.tick",
             "schedule": timedelta(seconds=settings.dispatch_interval_s),

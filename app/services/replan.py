@@ -26,3 +26,28 @@ def replan(session: Session, settings: Settings, trigger: str, *, now: datetime 
         session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PLAN_LOCK_KEY})
     return plan_fleet(session, settings, now=now or utcnow(), horizon_hours=settings.horizon_hours,
                       objective=settings.objective, trigger=trigger)
+
+
+def new_work_waiting(session: Session) -> bool:
+    """True when a pending job arrived after the current plan was made (or there is no plan yet)."""
+    from sqlalchemy import select
+
+    from app.enums import JobState
+    from app.models import Job, Plan
+
+    current = session.scalar(select(Plan.created_at).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()))
+    q = select(Job.id).where(Job.state == JobState.PENDING)
+    if current is not None:
+        q = q.where(Job.created_at > current)
+    return session.scalar(q.limit(1)) is not None
+
+
+def replan_new_work(session: Session, settings: Settings, *, now: datetime | None = None):  # type: ignore[no-untyped-def]
+    """Plan again if jobs were submitted since the current plan; returns the plan record or None.
+
+    Submissions do not each start a plan (a 10,000-job batch would start 10,000): this check runs every minute
+    from beat, so a new job is planned within about a minute, and many submissions share one plan.
+    """
+    if not new_work_waiting(session):
+        return None
+    return replan(session, settings, "new-work", now=now)

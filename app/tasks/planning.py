@@ -33,3 +33,14 @@ def nightly() -> dict[str, Any]:
 def replan(trigger: str = "hourly") -> dict[str, Any]:
     """Re-plan work that has not started (hourly, or after a failure, new forecasts or capacity changes)."""
     return run_planning(db_session(), settings(), trigger)
+
+
+@shared_task(name="gridshift.plan.new_work", ignore_result=True)
+def new_work() -> dict[str, Any] | None:
+    """Plan jobs submitted since the current plan (runs every minute; does nothing when none arrived)."""
+    session, cfg = db_session(), settings()
+    record = replan_service.replan_new_work(session, cfg)
+    if record is None:
+        return None
+    session.commit()
+    return {"trigger": "new-work", "plan_id": record.plan_id, "n_assigned": record.n_assigned}
