@@ -193,7 +193,7 @@ def test_every_scheduled_task_is_registered(app):
     names = {entry["task"] for entry in beat_schedule(Settings()).values()}
     ours = {n for n in names if n.startswith(("gridshift.dispatch", "gridshift.plan", "gridshift.maintenance"))}
     assert ours == {"gridshift.dispatch.tick", "gridshift.dispatch.sync", "gridshift.plan.nightly",
-                    "gridshift.plan.replan", "gridshift.maintenance.cleanup"}  # fmt: skip
+                    "gridshift.plan.replan", "gridshift.plan.new_work", "gridshift.maintenance.cleanup"}  # fmt: skip
     assert ours <= set(celery.tasks) and "gridshift.dispatch.submit" in celery.tasks
     tick = beat_schedule(Settings())["dispatch-tick"]
     assert tick["options"]["expires"] <= Settings().visibility_timeout_s  # no message outlives redelivery
