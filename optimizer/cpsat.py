@@ -119,30 +119,6 @@ def build_options(
     return Options(c, ch, obj, cost, exact)
 
 
-def options_from_columns(
-    tb: Tables, cls: np.ndarray, rep: np.ndarray, columns: np.ndarray, seeds: list[Choice]
-) -> Options:
-    """Options of a restricted master: LP columns ``(class, r, h, s1, l1, s2, l2)`` plus every seed plan's choices.
-
-    Only runnable columns are kept (two chunks at least one slot apart); the pruning is not exact.
-    """
-    table = columns[(columns[:, 6] == 0) | (columns[:, 5] >= columns[:, 3] + columns[:, 4] + 1)]
-    parts = [table]
-    for seed in seeds:
-        on = np.flatnonzero(seed.r >= 0)
-        parts.append(
-            np.column_stack(
-                [cls[on], seed.r[on], seed.h[on], seed.s1[on], seed.l1[on], seed.s2[on], seed.l2[on]]
-            )
-        )
-    table = np.unique(np.concatenate(parts).astype(np.int64), axis=0)
-    c, r, h, s1, l1, s2, l2 = (table[:, k] for k in range(7))
-    ch = Choice(r, h, s1, l1, s2, l2)
-    obj = option_objective(tb, ch, 0.0, rows=rep[c])
-    cost = option_objective(tb, ch, rows=rep[c], weights=np.where(tb.valid, tb.price_kwh, 0.0))
-    return Options(c, ch, obj, cost, False)
-
-
 def add_assignment(model: cp_model.CpModel, opts: Options, counts: np.ndarray) -> tuple[list, list]:
     """One count per option; each class's options plus its left-out count add up to its size."""
     x = []

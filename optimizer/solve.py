@@ -1,4 +1,4 @@
-"""The Gridshift planner: heuristic plan, Lagrangian bound, priced re-plan, local search, then CP-SAT.
+"""The Gridshift planner: greedy plan, LP bound and rounding, priced re-plan, local search, then CP-SAT.
 
 Pipeline (each step bounded by the time limit):
 
@@ -7,9 +7,13 @@ Pipeline (each step bounded by the time limit):
 3. Up to ``max_lp_jobs`` jobs: column generation on the LP of the aggregated model (GLOP) gives the
    bound, capacity prices (duals) and an LP solution that is rounded to a plan (biggest jobs first);
    beyond that, subgradient ascent on the Lagrangian dual gives the bound and prices.
-4. Priced placement (objective + capacity prices) and local search improve the plan.
-5. If the reduced-cost-fixed option set is small enough, CP-SAT over aggregated job classes, warm-started
-   from the best plan, tightens plan and bound.
+4. Priced placement (objective + capacity prices); jobs left out are placed by ejection moves (evict
+   flexible jobs, re-place them); local search over the best start per (region, hardware) and every
+   LP column of the job's class.
+5. Up to ``max_cpsat_jobs`` jobs, if the reduced-cost-fixed option set is small enough, CP-SAT over
+   aggregated job classes, warm-started from the best plan, tightens plan and bound. Otherwise the time
+   left goes to ejection moves (LP converged) or to resuming the subgradient ascent from the best
+   multipliers (bound still open).
 
 The gap is reported against the best valid bound; nothing is claimed optimal unless proven.
 """
@@ -44,6 +48,11 @@ def _cap_ok(tb: Tables, ch: Choice) -> bool:
 def _score(tb: Tables, ch: Choice) -> float:
     """Penalised objective, +inf when the cost cap is broken."""
     return penalised_objective(tb, ch) if _cap_ok(tb, ch) else float("inf")
+
+
+def _place_left_out(tb: Tables, ch: Choice, priced: Candidates, time_limit_s: float) -> Choice:
+    """Ejection moves for the jobs left out, over candidates at capacity prices (uncongested slots)."""
+    return eject_improve(tb, ch, priced, time_limit_s=time_limit_s, max_evict=30, left_out_only=True)
 
 
 def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name: str = "gridshift") -> Plan:
@@ -145,7 +154,10 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         else:
             found_m: list = []
             evaluate(tb, m, collect=found_m)
-            cand = place_fast(tb, order_k, Candidates(tb, found_m), m=m)
+            cand_m = Candidates(tb, found_m)
+            cand = place_fast(tb, order_k, cand_m, m=m)
+            if (cand.r < 0).any():  # a job left out would hide a better plan behind its penalty
+                cand = _place_left_out(tb, cand, cand_m, 0.1 * left())
         score = _score(tb, cand)
         if score < best_score:
             best, best_score = cand, score
@@ -157,9 +169,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     if not capped and (best.r < 0).any():
         found_m = []
         evaluate(tb, m, collect=found_m)  # candidates at capacity prices point to uncongested slots
-        cand = eject_improve(
-            tb, best, Candidates(tb, found_m), time_limit_s=0.1 * left(), max_evict=30, left_out_only=True
-        )
+        cand = _place_left_out(tb, best, Candidates(tb, found_m), 0.1 * left())
         if _score(tb, cand) < best_score:
             best, best_score = cand, _score(tb, cand)
         t = lap("eject_left_out", t)
@@ -227,11 +237,26 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     if not use_cpsat and bound_open and not closed and np.isfinite(best_score) and left() > 4 * eval_s + 0.5:
         # time left after local search goes to the bound: resume the subgradient ascent from its best point
         # (an iteration costs about two evaluations; the limit is checked after each)
-        budget = left() - 2.5 * eval_s - 0.3
-        lower2, _, history = subgradient(tb, best_score, start=m, max_iter=10_000, time_limit_s=budget)
-        notes.append(f"bound resumed: {len(history)} more subgradient iterations")
-        bound = max(bound, lower2)
-        t = lap("lagrangian_resumed", t)
+        # without an LP, a share is kept for one more priced placement at the improved multipliers
+        replace_s = 0.0 if lp_converged or params.max_lp_jobs >= tb.J else 2.0 * greedy_s + eval_s
+        budget = left() - 2.5 * eval_s - 0.3 - replace_s
+        if budget > 0:
+            lower2, m2, history = subgradient(tb, best_score, start=m, max_iter=10_000, time_limit_s=budget)
+            notes.append(f"bound resumed: {len(history)} more subgradient iterations")
+            bound = max(bound, lower2)
+            t = lap("lagrangian_resumed", t)
+            if replace_s and not capped and left() > 1.5 * greedy_s:
+                found_m2: list = []
+                evaluate(tb, m2, collect=found_m2)
+                cand_m2 = Candidates(tb, found_m2)
+                cand = place_fast(tb, big_first, cand_m2, m=m2)
+                if (cand.r < 0).any():
+                    cand = _place_left_out(tb, cand, cand_m2, 0.1 * left())
+                cand = improve_fast(tb, cand, cand_ls, time_limit_s=max(0.05, left() - 0.2))
+                if _score(tb, cand) < best_score:
+                    best, best_score = cand, _score(tb, cand)
+                    notes.append("priced placement at the resumed multipliers improved the plan")
+                t = lap("priced_greedy_resumed", t)
     if not np.isfinite(best_score):
         notes.append("no plan found within the cost cap")
     penalised = penalised_objective(tb, best)
