@@ -187,6 +187,10 @@ def run(host: str, port: int, concurrency: int) -> None:
     import subprocess
     import time
 
+    def _stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM (docker stop, timeout, systemd) stops the children like Ctrl-C
+
+    signal.signal(signal.SIGTERM, _stop)
     exe = [sys.executable, "-m", "app.cli"]
     procs = [
         subprocess.Popen([*exe, "web", "--host", host, "--port", str(port)]),
