@@ -52,10 +52,9 @@ def _db_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return settings
 
 
-@pytest.fixture
-def settings(_db_settings: Settings) -> Iterator[Settings]:
-    yield _db_settings
-    engine = make_engine(_db_settings)
+def empty_tables(settings: Settings) -> None:
+    """Empty every table, keeping the migrated schema."""
+    engine = make_engine(settings)
     tables = [t.name for t in reversed(Base.metadata.sorted_tables)]
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
@@ -64,6 +63,12 @@ def settings(_db_settings: Settings) -> Iterator[Settings]:
             for name in tables:
                 conn.execute(text(f"DELETE FROM {name}"))
     engine.dispose()
+
+
+@pytest.fixture
+def settings(_db_settings: Settings) -> Iterator[Settings]:
+    yield _db_settings
+    empty_tables(_db_settings)
 
 
 @pytest.fixture

@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.db import Base, make_engine
 from app.enums import JobState, PlanStatus, Role, RunState, WorkloadClass
 from app.models import (
     ApiToken,
@@ -30,7 +29,7 @@ from app.models import (
     UnplannedJob,
 )
 from app.services import fleet
-from tests.conftest import make_token
+from tests.conftest import empty_tables, make_token
 
 ALPHA_BASE_ID = 7_770_001
 MISSING_ID = 7_779_999
@@ -239,12 +238,4 @@ def build_small_fleet(session: Session) -> None:
 
 def truncate_all(settings: Settings) -> None:
     """Empty every table (what the ``settings`` fixture does after each test)."""
-    engine = make_engine(settings)
-    tables = [t.name for t in reversed(Base.metadata.sorted_tables)]
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
-        else:
-            for name in tables:
-                conn.execute(text(f"DELETE FROM {name}"))
-    engine.dispose()
+    empty_tables(settings)

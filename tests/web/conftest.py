@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 from werkzeug.serving import make_server
 
 from app import create_app
 from app.config import Settings
-from app.db import Base, make_engine
 from app.services import demo
+from tests.conftest import empty_tables
 
 CHROMIUM = Path(os.environ.get("GRIDSHIFT_TEST_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -67,19 +66,7 @@ def live_server(_db_settings: Settings) -> Iterator[LiveServer]:
         server.shutdown()
         thread.join(timeout=10)
         state.engine.dispose()
-        _empty_tables(_db_settings)
-
-
-def _empty_tables(settings: Settings) -> None:
-    engine = make_engine(settings)
-    tables = [t.name for t in reversed(Base.metadata.sorted_tables)]
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
-        else:
-            for name in tables:
-                conn.execute(text(f"DELETE FROM {name}"))
-    engine.dispose()
+        empty_tables(_db_settings)
 
 
 @pytest.fixture(scope="session")
