@@ -54,7 +54,7 @@ def _fits(tb: Tables, res: Residual, row: int, r: int, h: int, first: int, last:
 
 
 def _take(tb: Tables, res: Residual, ch: Choice, row: int, r: int, h: int, start: int) -> None:
-    ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = r, h, start, tb.dur[row, h], 0, 0
+    ch.set(row, (r, h, start, int(tb.dur[row, h]), 0, 0))
     res.apply(tb, ch, row, -1)
 
 

@@ -51,6 +51,14 @@ class Choice:
         z = np.zeros(n, dtype=np.int64)
         return cls(-np.ones(n, dtype=np.int64), z.copy(), z.copy(), z.copy(), z.copy(), z.copy())
 
+    def get(self, row: int) -> tuple[int, int, int, int, int, int]:
+        """The option of ``row`` as (region, hardware, start 1, length 1, start 2, length 2)."""
+        return (int(self.r[row]), int(self.h[row]), int(self.s1[row]), int(self.l1[row]), int(self.s2[row]),
+                int(self.l2[row]))
+
+    def set(self, row: int, opt: tuple[int, int, int, int, int, int]) -> None:
+        self.r[row], self.h[row], self.s1[row], self.l1[row], self.s2[row], self.l2[row] = opt
+
     def copy(self) -> Choice:
         return Choice(
             self.r.copy(), self.h.copy(), self.s1.copy(), self.l1.copy(), self.s2.copy(), self.l2.copy()

@@ -48,6 +48,10 @@ class Candidates:
         self.pairs_row_off = np.searchsorted(prow[o], np.arange(tb.J + 1))
         self.pr, self.ph, self.plb = pr[o], ph[o], v[o]
 
+    def option(self, k: int) -> tuple[int, int, int, int, int, int]:
+        """Candidate ``k`` as (region, hardware, start 1, length 1, start 2, length 2)."""
+        return (int(self.r[k]), int(self.h[k]), int(self.s1[k]), int(self.l1[k]), int(self.s2[k]), int(self.l2[k]))
+
     def pairs(self, row: int) -> list[tuple[int, int, float]]:
         """``(region, hardware, lower bound)`` of ``row``'s eligible pairs, best bound first."""
         lo, hi = self.pairs_row_off[row], self.pairs_row_off[row + 1]
@@ -102,23 +106,16 @@ def place_fast(
         for k in range(lo, hi):
             if cand.val[k] > limit:
                 break
-            opt = (
-                int(cand.r[k]),
-                int(cand.h[k]),
-                int(cand.s1[k]),
-                int(cand.l1[k]),
-                int(cand.s2[k]),
-                int(cand.l2[k]),
-            )
+            opt = cand.option(k)
             if _fits_option(tb, res, row, *opt):
-                ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = opt
+                ch.set(row, opt)
                 taken = True
                 break
         if not taken:
             found = scan.best(row, res, cand.pairs(row))
             if found is None:
                 continue
-            ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
+            ch.set(row, found[2])
         res.apply(tb, ch, row, -1)
     return ch
 
@@ -150,16 +147,9 @@ def improve_fast(tb: Tables, ch: Choice, cand: Candidates, *, time_limit_s: floa
             for k in range(lo, hi):
                 if cand.val[k] >= was - 1e-9 * max(1.0, abs(was)):
                     break
-                opt = (
-                    int(cand.r[k]),
-                    int(cand.h[k]),
-                    int(cand.s1[k]),
-                    int(cand.l1[k]),
-                    int(cand.s2[k]),
-                    int(cand.l2[k]),
-                )
+                opt = cand.option(k)
                 if _fits_option(tb, res, row, *opt):
-                    ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = opt
+                    ch.set(row, opt)
                     current[row] = cand.val[k]
                     moved += 1
                     break
@@ -185,14 +175,7 @@ def repair_left_out(
         for k in range(lo, min(hi, lo + tries)):
             if time.perf_counter() - t0 > time_limit_s:
                 return ch
-            r, h, s1, l1, s2, l2 = (
-                int(cand.r[k]),
-                int(cand.h[k]),
-                int(cand.s1[k]),
-                int(cand.l1[k]),
-                int(cand.s2[k]),
-                int(cand.l2[k]),
-            )
+            r, h, s1, l1, s2, l2 = cand.option(k)
             span = np.zeros(tb.T, dtype=bool)
             span[s1 : s1 + l1] = True
             if l2:

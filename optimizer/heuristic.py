@@ -202,7 +202,7 @@ def place(
         found = scan.best(int(row), res)
         if found is None:
             continue
-        ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
+        ch.set(row, found[2])
         res.apply(tb, ch, int(row), -1)
     return ch
 
@@ -228,16 +228,16 @@ def improve(tb: Tables, ch: Choice, *, nu: float = 0.0, time_limit_s: float = 5.
             if time.perf_counter() - t0 > time_limit_s:
                 break
             row = int(row_)
-            old = (ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row])
+            old = ch.get(row)
             res.apply(tb, ch, row, +1)
             found = scan.best(row, res)
             was = current[row] if ch.r[row] >= 0 else tb.penalty[row]
             if found is not None and found[1] < was - 1e-9 * max(1.0, abs(was)):
-                ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
+                ch.set(row, found[2])
                 current[row] = found[1]
                 changed += was - found[1]
             else:
-                ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = old
+                ch.set(row, old)
             res.apply(tb, ch, row, -1)
         if changed <= 1e-9:
             break

@@ -61,7 +61,7 @@ def round_lp(tb: Tables, cls: np.ndarray, primal: np.ndarray, m: Multipliers) ->
                 continue
             r, h, s1, l1, s2, l2 = (int(x) for x in table[k, 1:])
             if _fits_option(tb, res, row, r, h, s1, l1, s2, l2):
-                ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = r, h, s1, l1, s2, l2
+                ch.set(row, (r, h, s1, l1, s2, l2))
                 mass[k] -= 1.0
                 taken = True
                 break
@@ -69,7 +69,7 @@ def round_lp(tb: Tables, cls: np.ndarray, primal: np.ndarray, m: Multipliers) ->
             found = scan.best(row, res)
             if found is None:
                 continue
-            ch.r[row], ch.h[row], ch.s1[row], ch.l1[row], ch.s2[row], ch.l2[row] = found[2]
+            ch.set(row, found[2])
         res.apply(tb, ch, row, -1)
     return ch
 
