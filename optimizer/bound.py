@@ -7,8 +7,9 @@ lower bound on the objective of every plan, and its maximum equals the bound of 
 the time-indexed model (the job subproblems have the integrality property). Subgradient ascent with
 Polyak steps finds good multipliers; they also price congested slots for the primal heuristic.
 
-Interruptible jobs: the bound covers contiguous runs and the planner's two-chunk runs (each chunk
-relaxed to its own cheapest window), so it is valid for the planner's option model.
+Interruptible jobs: the bound covers contiguous runs and the planner's two-chunk runs (first chunk
+ending at least one slot before the second starts, priced exactly by a running minimum), so it is the
+bound of the planner's option model.
 """
 
 from __future__ import annotations
@@ -53,8 +54,14 @@ class Choice:
 
     def get(self, row: int) -> tuple[int, int, int, int, int, int]:
         """The option of ``row`` as (region, hardware, start 1, length 1, start 2, length 2)."""
-        return (int(self.r[row]), int(self.h[row]), int(self.s1[row]), int(self.l1[row]), int(self.s2[row]),
-                int(self.l2[row]))
+        return (
+            int(self.r[row]),
+            int(self.h[row]),
+            int(self.s1[row]),
+            int(self.l1[row]),
+            int(self.s2[row]),
+            int(self.l2[row]),
+        )
 
     def set(self, row: int, opt: tuple[int, int, int, int, int, int]) -> None:
         self.r[row], self.h[row], self.s1[row], self.l1[row], self.s2[row], self.l2[row] = opt
@@ -106,6 +113,54 @@ def segment_argmin(si: np.ndarray, start: np.ndarray, offsets: np.ndarray, value
     return seg_min, arg
 
 
+def _running_min(value: np.ndarray, si: np.ndarray, rank: np.ndarray, n: int, width: int):
+    """Per segment, the running minimum of ``value`` over its starts and the rank reaching it first."""
+    grid = np.full((n, width), np.inf)
+    grid[si, rank] = value
+    low = np.minimum.accumulate(grid, axis=1)
+    # rank of the first start reaching each running minimum: the last rank where the minimum dropped
+    drop = np.ones((n, width), dtype=bool)
+    drop[:, 1:] = low[:, 1:] < low[:, :-1]
+    at = np.maximum.accumulate(np.where(drop, np.arange(width), 0), axis=1)
+    return low[si, rank], at[si, rank]
+
+
+def two_chunk_argmin(tb: Tables, seg_a: Segments, seg_b: Segments, cum_a: np.ndarray, cum_l: np.ndarray):
+    """Cheapest two-chunk run per job: chunk ``a`` ends at least one slot before chunk ``b`` starts.
+
+    Both segments of a job have the same number of starts and the ``k``-th start of ``b`` may follow the
+    first ``k + 1`` starts of ``a`` (``b`` starts ``a + 1`` slots later at the earliest), so the best pair is
+    the minimum over ``k`` of ``b``'s value plus the running minimum of ``a``'s values.
+
+    Returns
+    -------
+    tuple
+        ``(value, start of a, start of b)`` per segment; value is inf where no pair is feasible alone.
+    """
+    si, _start_a, offsets, va = segment_values(tb, seg_a, cum_a, cum_l)
+    _, start_b, _, vb = segment_values(tb, seg_b, cum_a, cum_l)
+    rank = np.arange(len(si)) - offsets[si]
+    n, width = len(seg_a.job), int(seg_a.nst.max(initial=1))
+    best_a = np.empty(len(si))
+    arg_a = np.empty(len(si), dtype=np.int64)
+    step = max(1, 4_000_000 // max(1, width))  # rows of the dense grid per block (bounded memory)
+    for lo in range(0, n, step):
+        part = slice(offsets[lo], offsets[min(n, lo + step)])
+        best_a[part], arg_a[part] = _running_min(
+            va[part], si[part] - lo, rank[part], min(step, n - lo), width
+        )
+    total = best_a + vb
+    seg_min, _ = segment_argmin(si, start_b, offsets, total)
+    pos = np.flatnonzero(total == seg_min[si])
+    first_seg, first = np.unique(si[pos], return_index=True)
+    s1 = np.zeros(n, dtype=np.int64)
+    s2 = np.zeros(n, dtype=np.int64)
+    k = pos[first]
+    s1[first_seg] = seg_a.rel[first_seg] + arg_a[k]
+    s2[first_seg] = start_b[k]
+    return seg_min, s1, s2
+
+
 def evaluate(tb: Tables, m: Multipliers, collect: list | None = None):
     """Lagrangian value and each job's priced best option.
 
@@ -140,24 +195,38 @@ def evaluate(tb: Tables, m: Multipliers, collect: list | None = None):
             0,
         )
     for seg_a, seg_b in tb.halves:
-        va = segment_argmin(*segment_values(tb, seg_a, cum_a, cum_l))
-        vb = segment_argmin(*segment_values(tb, seg_b, cum_a, cum_l))
-        total = va[0] + vb[0]
+        total, s1, s2 = two_chunk_argmin(tb, seg_a, seg_b, cum_a, cum_l)
         if collect is not None:
             z = np.zeros(len(total), dtype=np.int64)
-            collect.append(
-                (seg_a.job, seg_a.r + z, seg_a.h + z, va[1], seg_a.length, vb[1], seg_b.length, total)
-            )
+            collect.append((seg_a.job, seg_a.r + z, seg_a.h + z, s1, seg_a.length, s2, seg_b.length, total))
         better = total < best[seg_a.job]
         rows = seg_a.job[better]
         best[rows] = total[better]
         ch.r[rows], ch.h[rows] = seg_a.r, seg_a.h
-        ch.s1[rows], ch.l1[rows] = va[1][better], seg_a.length[better]
-        ch.s2[rows], ch.l2[rows] = vb[1][better], seg_b.length[better]
+        ch.s1[rows], ch.l1[rows] = s1[better], seg_a.length[better]
+        ch.s2[rows], ch.l2[rows] = s2[better], seg_b.length[better]
     value = float(best.sum() - (m.lam * tb.cap).sum() - (m.mu * tb.kw_cap).sum())
     if tb.problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP:
         value -= m.nu * float(tb.problem.objective.cost_cap or 0.0)
     return value, ch, best
+
+
+def priced_values(tb: Tables, m: Multipliers, ch: Choice, rows: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """Priced value of options ``ch[pick]`` (option ``k`` of job row ``rows[k]``) at multipliers ``m``.
+
+    Objective plus capacity prices of every slot the option runs in [objective units]; the options must
+    use valid slots only.
+    """
+    cum_a = cumulative(tb.slot_h * tb.weights(m.nu) + m.mu)
+    cum_l = cumulative(m.lam)
+    job, r, h = rows[pick], ch.r[pick], ch.h[pick]
+    kw = tb.g[job] * tb.pkw[job, h] * tb.pue[r]
+    g = tb.g[job].astype(float)
+    out = np.zeros(len(pick))
+    for s, ln in ((ch.s1[pick], ch.l1[pick]), (ch.s2[pick], ch.l2[pick])):
+        e = s + ln
+        out += np.where(ln > 0, kw * (cum_a[r, e] - cum_a[r, s]) + g * (cum_l[r, h, e] - cum_l[r, h, s]), 0.0)
+    return out
 
 
 def usage(tb: Tables, ch: Choice) -> tuple[np.ndarray, np.ndarray]:

@@ -120,6 +120,28 @@ def test_interruptible_job_splits_around_a_price_spike_with_overhead(params):
     assert all(e <= 3 or s >= 5 for s, e in chunks)
 
 
+def test_bound_prices_two_chunk_runs_exactly_so_a_lone_interruptible_job_is_proved_optimal(params):
+    from optimizer.bound import Multipliers, evaluate
+    from optimizer.tables import build_tables
+
+    # one cheap 3-slot valley: chunks of 2 and 3 slots (1 slot of resume overhead) would both sit in it
+    # only if they overlapped; the planner's runs keep a slot between the chunks
+    prices = [90, 80, 90, 1, 1, 1, 70, 60, 95, 50]
+    pb = problem(
+        [region("DE", prices)],
+        [job("ckpt", dur=4, n_slots=10, interruptible=True, min_chunk_slots=2, checkpoint_overhead_slots=1)],
+    )
+    kw_per_slot = 0.7 / 1000  # one H100 at PUE 1 [MWh per slot of 1 h]
+    runs = [sum(prices[s : s + 4]) for s in range(7)]
+    runs += [sum(prices[a : a + 2]) + sum(prices[b : b + 3]) for a in range(10) for b in range(a + 3, 8)]
+    cheapest = min(runs) * kw_per_slot
+    value, _, _ = evaluate(build_tables(pb), Multipliers.zeros(build_tables(pb)))
+    assert math.isclose(value, cheapest, rel_tol=1e-9)
+    plan = solved(pb, params)
+    assert math.isclose(plan.objective, cheapest, rel_tol=1e-9)
+    assert plan.status is PlanStatus.OPTIMAL and plan.gap_pct is not None and plan.gap_pct <= 1e-6
+
+
 def test_bad_input_is_named_per_job_and_the_rest_is_planned(params):
     prices = [50.0, math.nan, 50, 50, 50, 50, 50, 50]
     pb = problem(
