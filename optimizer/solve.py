@@ -120,7 +120,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     lp_converged = False
     cand_ls = cand0
     if not capped and params.max_lp_jobs >= tb.J:
-        lower, m, info = column_generation(tb, cls, rep, counts, [best, ch0], time_limit_s=0.55 * left())
+        lower, m, info = column_generation(tb, cls, rep, counts, [best, ch0], time_limit_s=0.7 * left())
         t = lap("lp_colgen", t)
         notes.append(
             f"lp rounds={info['rounds']} columns={info['columns']} converged={info['converged']} "
