@@ -50,7 +50,14 @@ class Candidates:
 
     def option(self, k: int) -> tuple[int, int, int, int, int, int]:
         """Candidate ``k`` as (region, hardware, start 1, length 1, start 2, length 2)."""
-        return (int(self.r[k]), int(self.h[k]), int(self.s1[k]), int(self.l1[k]), int(self.s2[k]), int(self.l2[k]))
+        return (
+            int(self.r[k]),
+            int(self.h[k]),
+            int(self.s1[k]),
+            int(self.l1[k]),
+            int(self.s2[k]),
+            int(self.l2[k]),
+        )
 
     def pairs(self, row: int) -> list[tuple[int, int, float]]:
         """``(region, hardware, lower bound)`` of ``row``'s eligible pairs, best bound first."""

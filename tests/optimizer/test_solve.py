@@ -221,6 +221,58 @@ def test_matches_brute_force_on_random_tiny_problems(params):
         assert plan.best_bound is not None and plan.best_bound <= plan.objective + 1e-9
 
 
+def planner_options(j, pb):
+    """Every run the planner's option model allows: contiguous, or two chunks of ceil(d/2) and the rest
+    plus the resume overhead with at least one slot between them (interruptible jobs)."""
+    out = []
+    for r in pb.regions:
+        for _hw, d in j.duration_slots.items():
+            runs = [((s, d),) for s in range(j.release_slot, j.deadline_slot - d + 1)]
+            a = math.ceil(d / 2)
+            b = d - a + j.checkpoint_overhead_slots
+            if j.interruptible and d - a > 0 and min(a, b) >= j.min_chunk_slots:
+                runs += [
+                    ((s1, a), (s2, b))
+                    for s1 in range(j.release_slot, j.deadline_slot)
+                    for s2 in range(s1 + a + 1, j.deadline_slot - b + 1)
+                ]
+            out += [(r, run) for run in runs]
+    return out
+
+
+def test_bound_is_valid_and_tight_with_interruptible_jobs_on_tiny_problems(params):
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        regions = [region(n, rng.integers(5, 100, 7), gpus=2, budget_kw=1.5) for n in ("A", "B")]
+        jobs = [
+            job(
+                f"j{i}",
+                dur=int(rng.integers(3, 5)),
+                n_slots=7,
+                interruptible=bool(i % 2 == 0),
+                min_chunk_slots=1,
+                checkpoint_overhead_slots=1,
+            )
+            for i in range(3)
+        ]
+        pb = problem(regions, jobs)
+        best = math.inf
+        for combo in itertools.product(*(planner_options(j, pb) for j in pb.jobs)):
+            use: dict = {}
+            cost = 0.0
+            for r, run in combo:
+                for s, ln in run:
+                    for t in range(s, s + ln):
+                        use[(r.name, t)] = use.get((r.name, t), 0) + 1
+                        cost += 0.7 * r.price_per_mwh[t] / 1000
+            if all(v <= 2 for v in use.values()):
+                best = min(best, cost)
+        plan = solved(pb, params)
+        assert plan.best_bound is not None and plan.best_bound <= best + 1e-9  # valid
+        assert math.isclose(plan.objective, best, rel_tol=1e-9)
+        assert plan.gap_pct is not None and plan.gap_pct <= 1e-6  # and tight: the LP is integral here
+
+
 def test_lp_bound_by_column_generation_is_valid_and_converges(params):
     from optimizer.bound import Multipliers, evaluate
     from optimizer.cpsat import build_classes
