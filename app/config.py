@@ -40,6 +40,7 @@ class Settings:
     page_size_max: int = 500
     rate_limit: str = "600 per minute"
     rate_limit_storage_url: str = "memory://"
+    auth_cache_s: float = 5.0  # how long a process trusts a resolved bearer token (0: ask the database every time)
     runtime_timeout_s: float = 30.0
     local_runtime_dir: Path = Path("var/runs")
     session_cookie_secure: bool = False

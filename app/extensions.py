@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db import make_engine, make_session_factory
+from app.services.auth import PrincipalCache
 
 
 @dataclass
@@ -17,11 +18,14 @@ class Gridshift:
     settings: Settings
     engine: Engine
     sessions: sessionmaker[Session]
+    principals: PrincipalCache
 
 
 def init_app(app: Flask, settings: Settings) -> None:
     engine = make_engine(settings)
-    app.extensions["gridshift"] = Gridshift(settings, engine, make_session_factory(engine))
+    app.extensions["gridshift"] = Gridshift(
+        settings, engine, make_session_factory(engine), PrincipalCache(settings.auth_cache_s)
+    )
 
     @app.teardown_appcontext
     def _close_session(exc: BaseException | None) -> None:

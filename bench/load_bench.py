@@ -31,6 +31,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -148,6 +149,7 @@ async def _load(base: str, tokens: tuple[str, ...], ids: list[int], args: argpar
             results.append((kind, status, (done - scheduled) * 1000))
 
         t0 = time.perf_counter()
+        cpu0 = time.process_time()
         tasks = []
         n = int(args.rate * args.duration)
         for i in range(n):
@@ -158,7 +160,18 @@ async def _load(base: str, tokens: tuple[str, ...], ids: list[int], args: argpar
             tasks.append(asyncio.create_task(one(i, scheduled)))
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=args.request_timeout_s + 5)
         args.elapsed_s = time.perf_counter() - t0
+        args.generator_cpu_s = time.process_time() - cpu0
     return results
+
+
+def _run(coro: Any, loop: str) -> Any:
+    """Run the generator on uvloop where it is installed (0.56 against 0.62 ms of CPU per request on asyncio's
+    loop, measured here): the generator shares the server's cores, so its own cost is printed too."""
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)
 
 
 def summarise(results: list[tuple], args: argparse.Namespace) -> dict[str, object]:
@@ -183,10 +196,20 @@ def summarise(results: list[tuple], args: argparse.Namespace) -> dict[str, objec
         "batch_p50_ms": round(percentile(writes, 50), 1),
         "batch_p99_ms": round(percentile(writes, 99), 1),
         "gunicorn": f"{args.workers} workers x {args.threads} threads (gthread)",
+        "generator": f"aiohttp on {args.loop}",
+        "generator_cpu_ms_per_request": round(1000 * args.generator_cpu_s / max(1, len(results)), 2),
         "cpus": os.cpu_count(),
         "loadavg_1m_before": args.loadavg_before,
         "loadavg_1m_after": round(os.getloadavg()[0], 2),
     }
+
+
+def _default_loop() -> str:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=20)
     parser.add_argument("--request-timeout-s", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default=_default_loop())
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not 8750 <= args.port <= 8799:
@@ -217,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         ids = asyncio.run(_seed_jobs(base, env.tokens[0], args.seed_jobs))
         time.sleep(1.0)
         args.loadavg_before = round(os.getloadavg()[0], 2)  # the machine is shared: say how busy it was
-        results = asyncio.run(_load(base, env.tokens, ids, args))
+        results = _run(_load(base, env.tokens, ids, args), args.loop)
     finally:
         stop(proc)
     out = summarise(results, args)

@@ -106,7 +106,9 @@ def _authenticate() -> Response | None:
     header = request.headers.get("Authorization", "")
     try:
         if header.startswith("Bearer "):
-            g.principal = auth_service.authenticate(db, header[7:].strip())
+            g.principal = auth_service.authenticate(
+                db, header[7:].strip(), cache=extensions.state().principals
+            )
         elif session.get("token_id"):
             # Dashboard session: state-changing calls must carry the session's CSRF token.
             if request.method not in ("GET", "HEAD", "OPTIONS") and (

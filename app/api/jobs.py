@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import request
+from flask import Response, jsonify, request
 from flask_smorest import Blueprint
 
 from app import extensions
 from app.api import principal
 from app.api.access import writer
-from app.api.schemas import BatchIn, BatchOut, EventOut, JobIn, JobOut, JobPage, JobQuery
+from app.api.schemas import BatchIn, BatchOut, EventOut, JobIn, JobOut, JobPage, JobQuery, job_json
 from app.errors import FieldError, ValidationFailed
 from app.services import jobs as svc
 
@@ -72,14 +72,14 @@ def list_jobs(q: dict[str, Any]) -> Any:
         batch_id=q.get("batch_id"),
     )
     items, nxt = svc.list_jobs(extensions.db_session(), principal(), flt, limit=q["limit"], cursor=q.get("cursor"))
-    return {"items": items, "next_cursor": nxt}
+    return jsonify({"items": [job_json(j) for j in items], "next_cursor": nxt})
 
 
 @blp.route("/<int:job_id>", methods=["GET"])
 @blp.response(200, JobOut)
-def get(job_id: int) -> Any:
+def get(job_id: int) -> Response:
     """One job of the caller's tenant (404 for any other)."""
-    return svc.get_job(extensions.db_session(), principal(), job_id)
+    return jsonify(job_json(svc.get_job(extensions.db_session(), principal(), job_id)))
 
 
 @blp.route("/<int:job_id>/events", methods=["GET"])

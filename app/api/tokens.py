@@ -103,6 +103,7 @@ def revoke_token(token_id: int) -> Any:
     row = auth.revoke_token(db, p.tenant_id, token_id)
     audit.record(db, p, "token.revoke", "token", token_id)
     db.commit()
+    extensions.state().principals.forget(token_id)
     return row
 
 

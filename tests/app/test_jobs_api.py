@@ -125,3 +125,30 @@ def test_cursor_pagination_walks_every_job_once(client, session, small_fleet, no
             break
     assert sorted(seen) == sorted(ids) and len(seen) == 25
     assert client.get("/api/v1/jobs?cursor=garbage!", headers=auth(token)).status_code == 422
+
+
+def test_job_listing_fast_path_matches_the_documented_schema(client, session, small_fleet, now):
+    """GET /jobs and /jobs/{id} build their JSON without marshmallow; it must be exactly what JobOut documents."""
+    from app.api.schemas import JobOut, job_json
+    from app.models import Job
+
+    token = make_token(session, "team-a")
+    varied = [
+        job_payload(now),
+        {**job_payload(now), "name": "explicit", "reference_gpu_hours": None, "durations_minutes": {"a100": 90},
+         "allowed_regions": ["de"], "allowed_hardware": ["a100"], "env": {"K": "v"}, "interruptible": True,
+         "image": "repo/img:1", "residency_tag": "eu", "memory_gb_per_gpu": 40},
+    ]
+    varied[1].pop("reference_gpu_hours")
+    for payload in varied:
+        resp = client.post("/api/v1/jobs", json=payload, headers=auth(token))
+        assert resp.status_code == 201, resp.json
+    client.post(f"/api/v1/jobs/{resp.json['id']}/cancel", headers=auth(token))
+    session.expire_all()
+    jobs = list(session.query(Job).order_by(Job.id.desc()))
+    assert len(jobs) == 2
+    listed = client.get("/api/v1/jobs", headers=auth(token)).json["items"]
+    for job, item in zip(jobs, listed, strict=True):
+        assert job_json(job) == JobOut().dump(job) == item
+        assert client.get(f"/api/v1/jobs/{job.id}", headers=auth(token)).json == item
+    assert {j["state"] for j in listed} == {"pending", "cancelled"}

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from sqlalchemy import func, select
 
 from app.db import utcnow
 from app.models import ApiToken, AuditEntry, Job, Region, Tenant
+from app.services import auth as auth_service
 from tests.conftest import job_payload
 from tests.security.conftest import bearer
 from tests.security.test_isolation import ROUTES
@@ -176,9 +178,12 @@ def test_expired_and_revoked_tokens_are_refused(client, session, world):
     token = world.tokens["bravo-member"]
     assert client.get("/api/v1/me", headers=bearer(token)).status_code == 200
     row = session.scalar(select(ApiToken).where(ApiToken.name == "bravo-inc-member"))
-    row.expires_at = utcnow() - timedelta(seconds=1)
+    row.expires_at = utcnow() + timedelta(seconds=1.5)
     session.commit()
-    resp = client.get("/api/v1/me", headers=bearer(token))
+    client.application.extensions["gridshift"].principals.forget(row.id)  # as after an edit in this process
+    assert client.get("/api/v1/me", headers=bearer(token)).status_code == 200  # resolved again, and cached
+    time.sleep(1.6)
+    resp = client.get("/api/v1/me", headers=bearer(token))  # the cached entry knows when the token expires
     assert resp.status_code == 401 and resp.headers["WWW-Authenticate"] == "Bearer"
 
     admin = world.tokens["bravo-admin"]
@@ -186,6 +191,26 @@ def test_expired_and_revoked_tokens_are_refused(client, session, world):
     assert client.get("/api/v1/me", headers=bearer(world.tokens["bravo-readonly"])).status_code == 200
     assert client.delete(f"/api/v1/tokens/{ro}", headers=bearer(admin)).status_code == 200
     assert client.get("/api/v1/me", headers=bearer(world.tokens["bravo-readonly"])).status_code == 401
+
+
+def test_revocation_made_elsewhere_applies_within_the_token_cache_lifetime(client, session, world):
+    """A revocation by another worker or the CLI reaches this process within GRIDSHIFT_AUTH_CACHE_S seconds."""
+    principals = client.application.extensions["gridshift"].principals
+    principals.ttl_s = 1.0
+    token = world.tokens["bravo-member"]
+    assert client.get("/api/v1/me", headers=bearer(token)).status_code == 200
+    row = session.scalar(select(ApiToken).where(ApiToken.name == "bravo-inc-member"))
+    auth_service.revoke_token(session, row.tenant_id, row.id)  # what `gridshift keys revoke` does, in its process
+    session.commit()
+    time.sleep(1.1)
+    assert client.get("/api/v1/me", headers=bearer(token)).status_code == 401
+    principals.ttl_s = 0.0  # no cache at all: every request asks the database
+    other = world.tokens["bravo-admin"]
+    assert client.get("/api/v1/me", headers=bearer(other)).status_code == 200
+    admin_row = session.scalar(select(ApiToken).where(ApiToken.name == "bravo-inc-admin"))
+    auth_service.revoke_token(session, admin_row.tenant_id, admin_row.id)
+    session.commit()
+    assert client.get("/api/v1/me", headers=bearer(other)).status_code == 401
 
 
 def test_new_token_is_shown_once_and_stored_hashed(client, session, world):
