@@ -75,7 +75,9 @@ class Region(Base):
     overrides: Mapped[list[PowerBudgetOverride]] = relationship(
         back_populates="region", cascade="all, delete-orphan", order_by="PowerBudgetOverride.start_at"
     )
-    inventory: Mapped[list[Inventory]] = relationship(back_populates="region", cascade="all, delete-orphan")
+    inventory: Mapped[list[Inventory]] = relationship(
+        back_populates="region", cascade="all, delete-orphan", order_by="Inventory.id"
+    )
 
 
 class PowerBudgetOverride(Base):

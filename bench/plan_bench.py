@@ -237,51 +237,82 @@ def _count(plan: Plan) -> dict:
     return out
 
 
+REPLAY_OBJECTIVES = ("cost", "carbon", "weighted")
+REPLAY_KEYS = ("cost", "carbon_kg", "energy_kwh", "deadline_misses", "solve_s")
+_REPLAY: dict = {}  # the curves and settings each replay process reads (filled before the pool forks)
+
+
+def _replay_day(d: int) -> tuple[int, dict | None]:
+    """Day ``d`` of the replay: run-now and gridshift under each objective, totals on realised curves.
+
+    ``None`` when the data has a hole in that day's horizon (the day is reported as skipped)."""
+    args, hardware, curves = _REPLAY["args"], _REPLAY["hardware"], _REPLAY["curves"]
+    start = start_of(args.start) + timedelta(days=d)
+    price, carbon = window(curves, start, args.days * 24, "realised")
+    if price.isna().any().any() or carbon.isna().any().any():
+        return d, None
+    specs = generate(args.jobs, args.regions, args.seed + d)
+    f_price, f_carbon = window(curves, start, args.days * 24, args.forecast)
+    out: dict = {}
+    for o in REPLAY_OBJECTIVES:
+        realised = build_problem(specs, hardware, price, carbon, start, make_objective(o, args.carbon_price))
+        planned_on = with_curves(realised, f_price, f_carbon)
+        rows, _ = run_policies(
+            realised, planned_on, SolveParams(args.time_limit, args.workers, args.seed), ["run_now", "gridshift"]
+        )
+        out[o] = {p: {k: rows[p][k] for k in REPLAY_KEYS} | {"checked": rows[p]["checked"]} for p in rows}
+    return d, out
+
+
 def replay(args, hardware) -> dict:
-    """Daily plans over ``--replay-days`` days; each day's jobs are planned over ``--days`` days from that day."""
-    curves = read_curves(Path(args.data), args.regions, year=int(args.start[:4]))
-    first = start_of(args.start)
-    objectives = ["cost", "carbon", "weighted"]
+    """Daily plans over ``--replay-days`` days; each day's jobs are planned over ``--days`` days from that day.
+
+    Days are independent (each has its own seeded workload), so ``--replay-workers`` processes share them out;
+    each solve keeps ``--workers`` threads, so use ``--workers 1`` with many processes."""
+    _REPLAY.update(args=args, hardware=hardware, curves=read_curves(Path(args.data), args.regions,
+                                                                    year=int(args.start[:4])))
     totals = {
-        o: {
-            p: {"cost": 0.0, "carbon_kg": 0.0, "deadline_misses": 0, "solve_s": 0.0}
-            for p in ("run_now", "gridshift")
-        }
-        for o in objectives
+        o: {p: dict.fromkeys(REPLAY_KEYS, 0.0) | {"deadline_misses": 0, "unchecked_plans": 0} for p in ("run_now", "gridshift")}
+        for o in REPLAY_OBJECTIVES
     }
-    days_run = 0
-    for d in range(args.replay_days):
-        start = first + timedelta(days=d)
-        price, carbon = window(curves, start, args.days * 24, "realised")
-        if price.isna().all().any() or carbon.isna().all().any():
-            break
-        specs = generate(args.jobs, args.regions, args.seed + d)
-        f_price, f_carbon = window(curves, start, args.days * 24, args.forecast)
-        for o in objectives:
-            realised = build_problem(
-                specs, hardware, price, carbon, start, make_objective(o, args.carbon_price)
-            )
-            planned_on = with_curves(realised, f_price, f_carbon)
-            rows, _ = run_policies(
-                realised,
-                planned_on,
-                SolveParams(args.time_limit, args.workers, args.seed),
-                ["run_now", "gridshift"],
-            )
-            for p, r in rows.items():
-                for k in ("cost", "carbon_kg", "deadline_misses", "solve_s"):
-                    totals[o][p][k] += r[k]
-        days_run += 1
+    monthly: dict[str, dict] = {}
+    skipped: list[int] = []
+    t0 = time.perf_counter()
+    if args.replay_workers > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(args.replay_workers) as pool:
+            results = list(pool.imap_unordered(_replay_day, range(args.replay_days)))
+    else:
+        results = [_replay_day(d) for d in range(args.replay_days)]
+    for d, out in sorted(results):
+        if out is None:
+            skipped.append(d)
+            continue
+        month = (start_of(args.start) + timedelta(days=d)).strftime("%Y-%m")
+        for o in REPLAY_OBJECTIVES:
+            for p, row in out[o].items():
+                for k in REPLAY_KEYS:
+                    totals[o][p][k] += row[k]
+                totals[o][p]["unchecked_plans"] += not row["checked"]
+            m = monthly.setdefault(month, {}).setdefault(o, {"run_now": [0.0, 0.0], "gridshift": [0.0, 0.0]})
+            for p in ("run_now", "gridshift"):
+                m[p][0] += out[o][p]["cost"]
+                m[p][1] += out[o][p]["carbon_kg"]
+    days_run = args.replay_days - len(skipped)
+    wall_s = time.perf_counter() - t0
     print(
-        f"Replay: {days_run} daily plans from {args.start}, {args.jobs} jobs/day, horizon {args.days} d, "
-        f"gridshift on {args.forecast} curves, carbon price {args.carbon_price} EUR/t (weighted)"
+        f"Replay: {days_run} daily plans from {args.start} ({len(skipped)} skipped for gaps in the data), "
+        f"{args.jobs} jobs/day, horizon {args.days} d, gridshift on {args.forecast} curves, time limit "
+        f"{args.time_limit} s x {args.workers} workers, carbon price {args.carbon_price} EUR/t (weighted); "
+        f"{wall_s:.0f} s on {args.replay_workers} processes"
     )
     print(
         f"{'objective':<10} {'run_now EUR':>12} {'ours EUR':>12} {'cost %':>8} {'run_now kg':>12} {'ours kg':>12} "
         f"{'carbon %':>9} {'misses now/ours':>16}"
     )
     summary = {}
-    for o in objectives:
+    for o in REPLAY_OBJECTIVES:
         a, b = totals[o]["run_now"], totals[o]["gridshift"]
         dc = 100.0 * (b["cost"] - a["cost"]) / a["cost"] if a["cost"] else math.nan
         dk = 100.0 * (b["carbon_kg"] - a["carbon_kg"]) / a["carbon_kg"] if a["carbon_kg"] else math.nan
@@ -298,7 +329,23 @@ def replay(args, hardware) -> dict:
         )
         if dk > 0:
             print(f"  note: optimising {o} raised carbon above run-now by {dk:.2f} %")
-    return {"replay_days": days_run, "jobs_per_day": args.jobs, "horizon_days": args.days, "totals": summary}
+    print("Cost change vs run-now per month [%] (objective cost) and carbon change [%] (objective carbon):")
+    for month, m in sorted(monthly.items()):
+        c, k = m["cost"], m["carbon"]
+        dc = 100.0 * (c["gridshift"][0] - c["run_now"][0]) / c["run_now"][0] if c["run_now"][0] else math.nan
+        dk = 100.0 * (k["gridshift"][1] - k["run_now"][1]) / k["run_now"][1] if k["run_now"][1] else math.nan
+        print(f"  {month}  cost {dc:7.2f}   carbon {dk:7.2f}")
+    return {
+        "replay_days": days_run,
+        "skipped_days": skipped,
+        "jobs_per_day": args.jobs,
+        "horizon_days": args.days,
+        "forecast": args.forecast,
+        "time_limit_s": args.time_limit,
+        "wall_s": round(wall_s, 1),
+        "totals": summary,
+        "monthly": monthly,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", help="comma-separated job counts for the scale table")
     ap.add_argument("--scale-limits", help="time limit per scale size [s], comma-separated")
     ap.add_argument("--replay-days", type=int, default=0, help="rolling replay of this many daily plans")
+    ap.add_argument("--replay-workers", type=int, default=1, help="processes sharing the replay's days")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     args.regions = [r.strip() for r in args.regions.split(",") if r.strip()]

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from app.enums import WorkloadClass
 from app.errors import Conflict, FieldError, NotFound, ValidationFailed
@@ -69,14 +69,24 @@ class FleetSnapshot:
 
 
 def snapshot(session: Session) -> FleetSnapshot:
-    hardware = {
-        h.code: HardwareInfo(h.code, h.vendor, h.memory_gb, h.tdp_w, h.idle_w, dict(h.relative_throughput or {}))
-        for h in session.scalars(select(HardwareType))
-    }
+    """The fleet as validation and planning see it, read with plain column queries (every batch submission reads it)."""
+    h, r, i = HardwareType, Region, Inventory
+    hardware: dict[str, HardwareInfo] = {}
+    codes: dict[int, str] = {}
+    for row in session.execute(select(h.id, h.code, h.vendor, h.memory_gb, h.tdp_w, h.idle_w, h.relative_throughput)):
+        codes[row.id] = row.code
+        hardware[row.code] = HardwareInfo(
+            row.code, row.vendor, row.memory_gb, row.tdp_w, row.idle_w, dict(row.relative_throughput or {})
+        )
+    inventory: dict[int, dict[str, int]] = {}
+    for row in session.execute(select(i.region_id, i.hardware_type_id, i.gpu_count).where(i.gpu_count > 0).order_by(i.id)):
+        inventory.setdefault(row.region_id, {})[codes[row.hardware_type_id]] = row.gpu_count
     regions: dict[str, RegionInfo] = {}
-    for r in session.scalars(select(Region).options(selectinload(Region.inventory).selectinload(Inventory.hardware_type))):
-        inv = {i.hardware_type.code: i.gpu_count for i in r.inventory if i.gpu_count > 0}
-        regions[r.code] = RegionInfo(r.code, r.zone, r.pue, r.power_budget_kw, frozenset(r.residency_tags or []), inv)
+    for row in session.execute(select(r.id, r.code, r.zone, r.pue, r.power_budget_kw, r.residency_tags)):
+        regions[row.code] = RegionInfo(
+            row.code, row.zone, row.pue, row.power_budget_kw, frozenset(row.residency_tags or []),
+            inventory.get(row.id, {}),
+        )
     profiles: dict[tuple[str, str], ProfileInfo] = {}
     rows = session.execute(
         select(JobProfile, HardwareType.code)

@@ -52,3 +52,26 @@ def test_non_operator_cannot_change_the_fleet(client, session, small_fleet):
     h = {"Authorization": f"Bearer {admin}"}
     assert client.put("/api/v1/regions/de", json={"power_budget_kw": 1}, headers=h).status_code == 403
     assert client.get("/api/v1/regions", headers=h).status_code == 200  # reading is fine
+
+
+def test_region_list_fast_path_matches_the_documented_schema(client, session, small_fleet, now):
+    """GET /regions builds its JSON from plain queries; it must be exactly what RegionOut documents."""
+    from sqlalchemy.orm import selectinload
+
+    from app.api.fleet import RegionOut
+    from app.models import Inventory, Region
+
+    ops = make_token(session, "ops", Role.ADMIN, operator=True)
+    h = {"Authorization": f"Bearer {ops}"}
+    for hours, kw in ((30, 50), (5, 120)):  # stored out of order: listed by start time
+        window = {"start_at": (now + timedelta(hours=hours)).isoformat(),
+                  "end_at": (now + timedelta(hours=hours + 2)).isoformat(), "power_kw": kw, "reason": "dr"}
+        assert client.post("/api/v1/regions/fi/overrides", json=window, headers=h).status_code == 201
+    listed = client.get("/api/v1/regions", headers=h).json
+    session.expire_all()
+    orm = session.scalars(select(Region).order_by(Region.code).options(
+        selectinload(Region.overrides), selectinload(Region.inventory).selectinload(Inventory.hardware_type)))
+    assert listed == RegionOut(many=True).dump(orm)
+    assert [r["code"] for r in listed] == ["de", "fi"]
+    assert [o["power_kw"] for o in listed[1]["overrides"]] == [120, 50]
+    assert {i["hardware"] for i in listed[0]["inventory"]} == {"h100", "a100"}
