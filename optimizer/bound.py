@@ -211,24 +211,6 @@ def evaluate(tb: Tables, m: Multipliers, collect: list | None = None):
     return value, ch, best
 
 
-def priced_values(tb: Tables, m: Multipliers, ch: Choice, rows: np.ndarray, pick: np.ndarray) -> np.ndarray:
-    """Priced value of options ``ch[pick]`` (option ``k`` of job row ``rows[k]``) at multipliers ``m``.
-
-    Objective plus capacity prices of every slot the option runs in [objective units]; the options must
-    use valid slots only.
-    """
-    cum_a = cumulative(tb.slot_h * tb.weights(m.nu) + m.mu)
-    cum_l = cumulative(m.lam)
-    job, r, h = rows[pick], ch.r[pick], ch.h[pick]
-    kw = tb.g[job] * tb.pkw[job, h] * tb.pue[r]
-    g = tb.g[job].astype(float)
-    out = np.zeros(len(pick))
-    for s, ln in ((ch.s1[pick], ch.l1[pick]), (ch.s2[pick], ch.l2[pick])):
-        e = s + ln
-        out += np.where(ln > 0, kw * (cum_a[r, e] - cum_a[r, s]) + g * (cum_l[r, h, e] - cum_l[r, h, s]), 0.0)
-    return out
-
-
 def usage(tb: Tables, ch: Choice) -> tuple[np.ndarray, np.ndarray]:
     """GPUs ``(R, H, T)`` and facility power ``(R, T)`` [kW] used by ``ch``."""
     gpu = np.zeros((tb.R, tb.H, tb.T + 1))

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from ortools.linear_solver import linear_solver_pb2, pywraplp
 
-from optimizer.bound import Choice, Multipliers, evaluate, priced_values
+from optimizer.bound import Choice, Multipliers, evaluate
 from optimizer.heuristic import option_objective
 from optimizer.tables import Tables
 
@@ -114,15 +114,6 @@ class _Master:
         return m, pi
 
 
-def _mix(a: Multipliers, b: Multipliers, weight: float) -> Multipliers:
-    """``weight * a + (1 - weight) * b``."""
-    return Multipliers(
-        weight * a.lam + (1 - weight) * b.lam,
-        weight * a.mu + (1 - weight) * b.mu,
-        weight * a.nu + (1 - weight) * b.nu,
-    )
-
-
 def column_generation(
     tb: Tables,
     cls: np.ndarray,
@@ -134,7 +125,6 @@ def column_generation(
     max_rounds: int = 50,
     per_class: int = 4,
     rel_tol: float = 3e-4,
-    smoothing: float = 0.5,
 ) -> tuple[float, Multipliers, dict]:
     """Lower bound and capacity prices from the LP of the aggregated model.
 
@@ -154,8 +144,6 @@ def column_generation(
         Most columns added per class and round.
     rel_tol : float
         Stop once the restricted LP value is within this fraction of the best bound.
-    smoothing : float
-        Weight of the best duals so far in the pricing point [-] (0: price at the LP duals).
 
     Returns
     -------
@@ -173,7 +161,6 @@ def column_generation(
     info: dict[str, Any] = {"rounds": 0, "columns": 0, "lp_value": None, "converged": False, "primal": None}
     trace: list[tuple[float, float]] = []
     info["trace"] = trace
-    center: Multipliers | None = None  # stability centre: the duals of the best bound so far
     for _ in range(max_rounds):
         remaining = time_limit_s - (time.perf_counter() - t0)
         if remaining <= 0:
@@ -186,36 +173,26 @@ def column_generation(
         info["lp_value"] = lp_value
         info["primal"] = master.primal()
         m, pi = master.duals()
+        found: list = []
+        value, _, _ = evaluate(tb, m, collect=found)
         info["rounds"] = int(info["rounds"] or 0) + 1
-        # price at a point between the best duals so far and the new ones (Wentges smoothing): LP duals
-        # jump between rounds and smoothing needs fewer rounds; a miss falls back to the LP duals
-        idx = np.zeros(0, dtype=np.int64)
-        for at in [_mix(center, m, smoothing), m] if center is not None and smoothing > 0 else [m]:
-            found: list = []
-            value, _, _ = evaluate(tb, at, collect=found)
-            if value > best:
-                best, best_m = value, at
-            rows, r, h, s1, l1, s2, l2, val = (np.concatenate(x) for x in zip(*found, strict=True))
-            cand = Choice(r, h, s1, l1, s2, l2)
-            c = cls[rows]
-            ok = is_rep[rows] & np.isfinite(val)
-            rc = np.full(len(rows), np.inf)  # reduced cost at the LP duals
-            rc[ok] = (val[ok] if at is m else priced_values(tb, m, cand, rows, np.flatnonzero(ok))) - pi[
-                c[ok]
-            ]
-            # an option prices in when its reduced cost is negative; up to ``per_class`` (region,
-            # hardware) pairs per class and round, most negative first
-            idx = np.flatnonzero(rc < -1e-9 * np.maximum(1.0, np.abs(pi[c])))
-            idx = idx[np.lexsort((rc[idx], c[idx]))]
-            rank = np.arange(len(idx)) - np.searchsorted(c[idx], c[idx], side="left")
-            idx = idx[rank < per_class]
-            if len(idx) and master.add_options(cand, idx, rows) == 0:
-                idx = idx[:0]
-            if len(idx):
-                break
-        center = best_m
-        trace.append((round(lp_value, 4), round(best, 4)))
-        if lp_value - best <= rel_tol * max(1.0, abs(lp_value)) or len(idx) == 0:
+        trace.append((round(lp_value, 4), round(value, 4)))
+        if value > best:
+            best, best_m = value, m
+        if lp_value - best <= rel_tol * max(1.0, abs(lp_value)):
+            info["converged"] = True
+            break
+        # an option prices in when its priced value is below its class's convexity dual;
+        # up to ``per_class`` (region, hardware) pairs per class and round
+        rows, r, h, s1, l1, s2, l2, val = (np.concatenate(x) for x in zip(*found, strict=True))
+        c = cls[rows]
+        keep = is_rep[rows] & np.isfinite(val) & (val < pi[c] - 1e-9 * np.maximum(1.0, np.abs(pi[c])))
+        idx = np.flatnonzero(keep)
+        idx = idx[np.lexsort((val[idx], c[idx]))]
+        rank = np.arange(len(idx)) - np.searchsorted(c[idx], c[idx], side="left")
+        idx = idx[rank < per_class]
+        cand = Choice(r, h, s1, l1, s2, l2)
+        if len(idx) == 0 or master.add_options(cand, idx, rows) == 0:
             info["converged"] = True
             break
     info["columns"] = len(master.columns)
