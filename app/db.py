@@ -63,9 +63,20 @@ def make_engine(settings: Settings) -> Engine:
             cur.close()
 
         return engine
+    _fast_json_for_psycopg()
     engine = create_engine(url, pool_size=10, max_overflow=20)
     _ping_when_idle(engine)
     return engine
+
+
+def _fast_json_for_psycopg() -> None:
+    """Decode json/jsonb columns with orjson: a page of 50 jobs holds 200 JSON values, and the standard library's
+    decoder was a quarter of that request's CPU. Same values, same types (orjson parses RFC 8259 JSON, which is
+    all PostgreSQL stores)."""
+    import orjson
+    from psycopg.types.json import set_json_loads
+
+    set_json_loads(orjson.loads)
 
 
 IDLE_PING_S = 5.0
