@@ -7,6 +7,14 @@ wind/solar forecasts, and the day-ahead price for carbon and renewable share) co
 too; for forecast hours where a regressor is not published yet, the value of the same hour one week
 earlier is used (documented fill; the run records how many hours were filled).
 
+Carbon intensity also takes the day-ahead prices of the interconnected zones (:data:`NEIGHBOURS`; a
+flow-traced intensity follows imports, and those prices are published with the zone's own the day before).
+A neighbour whose price is not stored over the whole history window is left out and the run says so
+(documented fallback: the model then runs on the zone's own regressors, as the benchmark's
+``--no-generation-forecast`` row without that neighbour). The benchmark's best carbon figures also use
+the zone's day-ahead generation forecast, which ``market_series`` has no kind for yet; production runs
+without it (benchmark ``--no-generation-forecast``).
+
 A run is stored as ``running``, then either ``succeeded`` with all its points or ``failed`` with the error
 and no points, so nothing half-written is ever visible. Readers use the latest *succeeded* run, so the
 last good forecast stays in force when a refresh fails; the failure is visible in the run list and logs.
@@ -31,6 +39,7 @@ from app.models import ForecastPoint, ForecastRun, MarketSeries, ModelSelection
 from forecasting.errors import ForecastInputError
 from forecasting.frame import regularize_hourly
 from forecasting.models import get_model
+from forecasting.sources.harmonized import NEIGHBOURS
 from forecasting.task import ForecastTask
 
 log = logging.getLogger(__name__)
@@ -40,9 +49,10 @@ REGRESSORS: dict[SeriesKind, tuple[SeriesKind, ...]] = {
     SeriesKind.CARBON_INTENSITY: (SeriesKind.LOAD_FORECAST, SeriesKind.WIND_SOLAR_FORECAST, SeriesKind.PRICE),
     SeriesKind.RENEWABLE_SHARE: (SeriesKind.LOAD_FORECAST, SeriesKind.WIND_SOLAR_FORECAST, SeriesKind.PRICE),
 }
+NEIGHBOUR_COVERAGE = 0.98  # least share of the target's history hours a neighbour's price must cover
 DEFAULT_MODELS: dict[SeriesKind, str] = {
     SeriesKind.PRICE: "lear",
-    SeriesKind.CARBON_INTENSITY: "lear_short",
+    SeriesKind.CARBON_INTENSITY: "lear_log",
     SeriesKind.RENEWABLE_SHARE: "lear_short",
 }
 HISTORY_DAYS: dict[SeriesKind, int] = {  # longest calibration window + lags [days]
@@ -97,6 +107,26 @@ def _series(session: Session, zone: str, kind: SeriesKind, start: datetime, end:
     return s[~s.index.duplicated(keep="last")]  # several sources: the latest import wins
 
 
+def neighbour_prices(session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime,
+                     target: pd.Series) -> tuple[dict[str, pd.Series], list[str]]:
+    """Day-ahead prices of the interconnected zones (carbon intensity only), keyed ``price@ZONE``.
+
+    Returns the series used and the neighbours left out because their price does not cover
+    :data:`NEIGHBOUR_COVERAGE` of the target's history hours.
+    """
+    if kind != SeriesKind.CARBON_INTENSITY:
+        return {}, []
+    used, left_out = {}, []
+    for other in NEIGHBOURS.get(zone, ()):
+        price = _series(session, other, SeriesKind.PRICE, start, end)
+        covered = price.index.isin(target.index).sum() if len(price) else 0
+        if covered >= NEIGHBOUR_COVERAGE * len(target) and price.index[0] <= target.index[0]:
+            used[f"{SeriesKind.PRICE.value}@{other}"] = price
+        else:
+            left_out.append(other)
+    return used, left_out
+
+
 def load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, horizon_hours: int) -> tuple[
     pd.DataFrame, pd.DataFrame, int
 ]:
@@ -106,6 +136,13 @@ def load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, hor
     -------
     (history, future, filled_hours)
     """
+    hist, future, filled, _ = _load_frame(session, zone, kind, now, horizon_hours)
+    return hist, future, filled
+
+
+def _load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, horizon_hours: int) -> tuple[
+    pd.DataFrame, pd.DataFrame, int, list[str]
+]:
     start = now - timedelta(days=HISTORY_DAYS[kind])
     end = now + timedelta(hours=horizon_hours + 48)
     target = _series(session, zone, kind, start, now + timedelta(days=2))
@@ -119,10 +156,12 @@ def load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, hor
     cols = {kind.value: target}
     for reg in REGRESSORS[kind]:
         cols[reg.value] = _series(session, zone, reg, start, end)
+    extra, left_out = neighbour_prices(session, zone, kind, start, end, target)
+    cols.update(extra)
     frame = pd.DataFrame(cols).sort_index()
     hist = frame.loc[: first - pd.Timedelta(hours=1)]
     hist = hist.loc[hist.index[0].ceil("D"):] if len(hist) else hist
-    names = [kind.value, *(r.value for r in REGRESSORS[kind])]
+    names = [kind.value, *(r.value for r in REGRESSORS[kind]), *extra]
     hist, _ = regularize_hourly(hist, names, name=f"{zone} {kind.value}", seasonal_columns=names[1:])
     future = frame.reindex(future_index)[names[1:]]
     filled = int(future.isna().to_numpy().sum())
@@ -134,7 +173,7 @@ def load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, hor
         future[col] = values.reindex(future_index)
     if not np.isfinite(future.to_numpy(dtype=float)).all():
         raise ForecastInputError(f"{zone} {kind.value}: regressors missing for the forecast hours and the week before")
-    return hist, future, filled
+    return hist, future, filled, left_out
 
 
 def refresh(
@@ -151,7 +190,7 @@ def refresh(
     session.add(run)
     session.commit()
     try:
-        history, future, filled = load_frame(session, zone, kind, now, horizon_hours)
+        history, future, filled, left_out = _load_frame(session, zone, kind, now, horizon_hours)
         task = ForecastTask(kind.value, tuple(future.columns))
         result = get_model(name).predict(history, future, task)
         if not np.isfinite(result.to_numpy()).all():
@@ -169,7 +208,10 @@ def refresh(
         quantiles = {f"{int(c[1:]) / 100:g}": float(row[c]) for c in qcols}
         run.points.append(ForecastPoint(ts=ts.to_pydatetime(), value=float(row["forecast"]), quantiles=quantiles))
     run.status, run.finished_at = ForecastRunStatus.SUCCEEDED, utcnow()
-    run.error = f"{filled} regressor hours filled from the week before" if filled else None
+    notes = [f"{filled} regressor hours filled from the week before"] if filled else []
+    if left_out:
+        notes.append(f"neighbour price(s) {', '.join(left_out)} not stored over the history: left out")
+    run.error = "; ".join(notes) or None
     session.commit()
     log.info("forecast %s %s with %s: %d points", zone, kind.value, name, len(result))
     return RefreshOutcome(zone, kind, run.id, run.status, name, len(result), None)

@@ -10,6 +10,7 @@ from forecasting.models.lear import Lear
 from forecasting.models.ml import NeuralNet
 from forecasting.models.naive import Persistence, SeasonalNaive
 from forecasting.models.prophet_model import ProphetModel
+from forecasting.models.transformed import Transformed
 
 MODELS: dict[str, Callable[[], Model]] = {}
 
@@ -42,9 +43,11 @@ register("lear", Lear)
 register("nn", NeuralNet)
 # Carbon intensity and renewable share: only ~2 years of history exist, so shorter windows.
 register("lear_short", lambda: Lear(windows_days=(56, 84, 364), name="lear_short"))
+# Carbon intensity: the same LEAR fitted to log(carbon intensity), so that errors are relative (MAPE).
+register("lear_log", lambda: Transformed(Lear(windows_days=(56, 84, 364)), "log", name="lear_log"))
 # Production price model: LEAR and the network averaged (their errors are weakly correlated).
 register("lear_nn", lambda: Ensemble((Lear(), NeuralNet()), name="lear_nn"))
 if _prophet_enabled():
     register("prophet", ProphetModel)
 
-__all__ = ["MODELS", "Ensemble", "Lear", "Model", "NeuralNet", "Persistence", "ProphetModel", "SeasonalNaive", "get_model", "register"]
+__all__ = ["MODELS", "Ensemble", "Lear", "Model", "NeuralNet", "Persistence", "ProphetModel", "SeasonalNaive", "Transformed", "get_model", "register"]

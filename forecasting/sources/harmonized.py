@@ -13,6 +13,12 @@ TIME_COLUMN = "timestamp_utc"
 REQUIRED = ("price_eur_mwh", "load_forecast_mw")
 # Upstream (Deepforkit) replaced missing values by 0: a zero load [MW] is missing data, never a value.
 ZERO_MEANS_MISSING = ("load_mw", "load_forecast_mw")
+# Interconnected zones of each harmonized zone, among the harmonized zones (ENTSO-E borders; IT, NL, AT, CZ,
+# LT, SE and NO are not in the set). Their day-ahead prices are regressors of carbon intensity.
+NEIGHBOURS: dict[str, tuple[str, ...]] = {
+    "BE": ("FR", "DE"), "CH": ("DE", "FR"), "DE": ("FR", "PL", "CH", "BE"), "ES": ("FR",), "FI": (),
+    "FR": ("DE", "ES", "BE", "CH"), "PL": ("DE",),
+}
 UNITS = {
     "price_eur_mwh": "EUR/MWh",
     "load_mw": "MW",
