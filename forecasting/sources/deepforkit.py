@@ -20,14 +20,14 @@ def _parse_deepforkit(raw: pd.DataFrame, zone: str = "") -> tuple[pd.DataFrame, 
     """Turn a raw zone table into an hourly UTC frame.
 
     The source has 24 rows per local day: the spring-forward row (an hour that does not exist) is
-    dropped, the autumn row (the mean of both 02:00 hours) goes to the first of them and the second is
-    forward-filled, as in the harmonized table. Zeros in load and generation forecasts [MW] are missing
+    dropped and the autumn row (the mean of both 02:00 hours) is used for both, as in the harmonized
+    table; other missing hours stay missing. Zeros in load and generation forecasts [MW] are missing
     data (upstream wrote 0 for gaps) and become NaN.
 
     Returns
     -------
     (DataFrame, dict)
-        Numeric columns on a complete hourly UTC index; metadata with zone, rows and zeros set missing.
+        Numeric columns on an hourly UTC index; metadata with zone, rows and zeros set missing.
     """
     name = f"deepforkit {zone}".strip()
     if TIME_COLUMN not in raw.columns:
@@ -36,21 +36,22 @@ def _parse_deepforkit(raw: pd.DataFrame, zone: str = "") -> tuple[pd.DataFrame, 
         local = pd.DatetimeIndex(pd.to_datetime(raw[TIME_COLUMN], format="ISO8601"))
     except (ValueError, TypeError) as exc:
         raise ForecastInputError(f"{name}: unparseable {TIME_COLUMN}: {exc}") from exc
-    aware = local.tz_localize(CLOCK, ambiguous=np.ones(len(local), dtype=bool), nonexistent="NaT")
     frame = raw.drop(columns=[TIME_COLUMN]).apply(pd.to_numeric, errors="coerce")
-    frame.index = aware
-    frame = frame[frame.index.notna()].tz_convert("UTC")
-    frame = frame[~frame.index.duplicated(keep="first")].sort_index()
-    if len(frame) == 0:
-        raise ForecastInputError(f"{name}: no rows")
-    grid = pd.date_range(frame.index[0], frame.index[-1], freq="h", tz="UTC", name="time")
-    frame = frame.reindex(grid).ffill(limit=1)
     zeros = 0
     for col in ZERO_MEANS_MISSING:
         if col in frame.columns:
             is_zero = frame[col] == 0
             zeros += int(is_zero.sum())
             frame.loc[is_zero, col] = float("nan")
+    summer = local.tz_localize(CLOCK, ambiguous=np.ones(len(local), dtype=bool), nonexistent="NaT")
+    winter = local.tz_localize(CLOCK, ambiguous=np.zeros(len(local), dtype=bool), nonexistent="NaT")
+    twice = np.asarray(summer != winter)  # the autumn 02:00 row stands for both 02:00 hours
+    frame = pd.concat([frame.set_axis(summer), frame[twice].set_axis(winter[twice])])
+    frame = frame[frame.index.notna()]
+    frame.index = pd.DatetimeIndex(frame.index).tz_convert("UTC").rename("time")
+    frame = frame[~frame.index.duplicated(keep="first")].sort_index()
+    if len(frame) == 0:
+        raise ForecastInputError(f"{name}: no rows")
     meta = {"source": "deepforkit_entsoe", "zone": zone, "rows": len(frame), "zero_set_missing": zeros,
             "timezone": "UTC"}
     return frame, meta

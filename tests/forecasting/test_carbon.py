@@ -1,0 +1,102 @@
+"""Carbon-intensity pieces: the log/logit target transform and the Deepforkit generation-forecast reader."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecasting.errors import ForecastInputError
+from forecasting.metrics import mape
+from forecasting.models import Lear, SeasonalNaive, Transformed, get_model
+from forecasting.sources.deepforkit import _parse_deepforkit
+from forecasting.sources.harmonized import NEIGHBOURS
+from forecasting.task import ForecastTask
+
+TASK = ForecastTask("carbon_g_per_kwh", ("load_forecast_mw", "wind_forecast_mw"))
+
+
+def carbon_frame(make_frame) -> pd.DataFrame:
+    """A multiplicative series: intensity = exp(linear in load and wind), spanning a factor of ~10."""
+    frame = make_frame(days=80)
+    z = 2e-4 * (frame["load_forecast_mw"] - 40_000) - 1.2e-4 * (frame["wind_forecast_mw"] - 10_000)
+    frame["carbon_g_per_kwh"] = 200.0 * np.exp(z)
+    return frame
+
+
+def split(frame: pd.DataFrame, day: str):
+    start = pd.Timestamp(day, tz="UTC")
+    return frame.loc[: start - pd.Timedelta(hours=1)], frame.loc[start : start + pd.Timedelta(hours=23)]
+
+
+def test_log_lear_learns_a_multiplicative_relation_better_than_plain(make_frame):
+    frame = carbon_frame(make_frame)
+    history, future = split(frame, "2022-03-20")
+    lear = Lear(windows_days=(56,), name="lear")
+    plain = lear.predict(history, future[list(TASK.exog)], TASK)
+    logged = Transformed(lear, "log").predict(history, future[list(TASK.exog)], TASK)
+    actual = future["carbon_g_per_kwh"].to_numpy()
+    naive = SeasonalNaive(24).predict(history, future[list(TASK.exog)], TASK)
+    assert mape(actual, logged["forecast"].to_numpy()) < 0.2 * mape(actual, naive["forecast"].to_numpy())
+    assert mape(actual, logged["forecast"].to_numpy()) < mape(actual, plain["forecast"].to_numpy())
+    assert (logged["q10"] <= logged["q90"]).all() and (logged.to_numpy() > 0).all()
+
+
+def test_log_transform_refuses_non_positive_history_naming_the_hour(make_frame):
+    frame = carbon_frame(make_frame)
+    frame.loc["2022-02-01 05:00":"2022-02-01 06:00", "carbon_g_per_kwh"] = 0.0
+    history, future = split(frame, "2022-03-20")
+    with pytest.raises(ForecastInputError, match=r"carbon_g_per_kwh must be > 0; 2 hour\(s\).*2022-02-01T05:00"):
+        Transformed(SeasonalNaive(24), "log").predict(history, future[list(TASK.exog)], TASK)
+
+
+def test_logit_round_trips_fractions():
+    index = pd.date_range("2022-01-03", periods=24 * 10, freq="h", tz="UTC")
+    share = pd.DataFrame({"share": 0.2 + 0.6 * (index.hour.to_numpy() / 23)}, index=index)
+    task = ForecastTask("share")
+    history, future = share.iloc[:-24], share.iloc[-24:, :0]
+    out = Transformed(SeasonalNaive(24), "logit").predict(history, future, task)
+    np.testing.assert_allclose(out["forecast"], share["share"].iloc[-48:-24].to_numpy(), rtol=1e-9)
+    with pytest.raises(ValueError, match="log"):
+        Transformed(SeasonalNaive(24), "sqrt")
+
+
+def test_carbon_model_is_registered():
+    model = get_model("lear_log")
+    assert model.name == "lear_log" and isinstance(model, Transformed) and model.kind == "log"
+
+
+RAW = """timestamp_cet_local,price_eur_mwh,load_forecast_mw,generation_forecast_mw
+2022-03-27 00:00:00,10,100,90
+2022-03-27 01:00:00,11,101,91
+2022-03-27 02:00:00,11,101,91
+2022-03-27 03:00:00,12,102,0
+2022-10-30 01:00:00,20,200,190
+2022-10-30 02:00:00,21,201,191
+2022-10-30 03:00:00,22,202,192
+"""
+
+
+def test_deepforkit_wall_clock_becomes_utc_across_both_dst_changes():
+    frame, meta = _parse_deepforkit(pd.read_csv(io.StringIO(RAW)), "CH")
+    spring = frame.loc["2022-03-26 23:00":"2022-03-27 01:00", "generation_forecast_mw"]
+    # 00:00 and 01:00 CET are 23:00 and 00:00 UTC; the synthetic 02:00 row is dropped; 03:00 CEST = 01:00 UTC
+    assert list(spring.index.strftime("%H")) == ["23", "00", "01"]
+    assert spring.iloc[:2].tolist() == [90.0, 91.0] and np.isnan(spring.iloc[2])  # a zero is missing data
+    autumn = frame.loc["2022-10-29 23:00":"2022-10-30 02:00", "price_eur_mwh"]
+    # 01:00 CEST = 23:00 UTC; the one 02:00 row goes to 00:00 UTC (CEST) and fills 01:00 UTC (CET); 03:00 CET = 02:00
+    assert autumn.tolist() == [20.0, 21.0, 21.0, 22.0]
+    assert meta["zone"] == "CH" and meta["zero_set_missing"] == 1
+
+
+def test_deepforkit_without_time_column_is_refused():
+    with pytest.raises(ForecastInputError, match="timestamp_cet_local"):
+        _parse_deepforkit(pd.DataFrame({"price_eur_mwh": [1.0]}), "CH")
+
+
+def test_neighbours_are_symmetric():
+    for zone, others in NEIGHBOURS.items():
+        for other in others:
+            assert zone in NEIGHBOURS[other], (zone, other)
