@@ -48,7 +48,8 @@ bench-plan: venv
 	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --jobs 1000 --time-limit 10
 	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --scale 100,1000,10000 --scale-limits 10,10,60
 bench-replay: venv
-	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --replay-days 60 --jobs 200 --time-limit 3
+	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --start 2022-01-01 --replay-days 365 \
+	  --jobs 200 --time-limit 3 --workers 1 --replay-workers $$(nproc) --forecast naive --json
 bench-forecast: venv
 	$(BIN)/python bench/forecast_bench.py --workers 2 --json
 bench-dispatch: venv

@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -44,7 +45,7 @@ MIX = (("get_job", 50), ("list_jobs", 20), ("regions", 10), ("me", 10), ("batch"
 
 
 def start_gunicorn(
-    env: BenchEnv, port: int, workers: int, threads: int, log: Path
+    env: BenchEnv, port: int, workers: int, threads: int, log: Path, worker_class: str = "gthread"
 ) -> subprocess.Popen[bytes]:
     s = env.settings
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("GRIDSHIFT_")}
@@ -64,9 +65,11 @@ def start_gunicorn(
         "-w",
         str(workers),
         "-k",
-        "gthread",
+        worker_class,
         "--threads",
         str(threads),
+        "--worker-tmp-dir",
+        "/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir(),  # the heartbeat file: keep it in RAM
         "-b",
         f"127.0.0.1:{port}",
         "--timeout",
@@ -195,7 +198,7 @@ def summarise(results: list[tuple], args: argparse.Namespace) -> dict[str, objec
         "batch_size": args.batch_size,
         "batch_p50_ms": round(percentile(writes, 50), 1),
         "batch_p99_ms": round(percentile(writes, 99), 1),
-        "gunicorn": f"{args.workers} workers x {args.threads} threads (gthread)",
+        "gunicorn": f"{args.workers} workers x {args.threads} threads ({args.worker_class})",
         "generator": f"aiohttp on {args.loop}",
         "generator_cpu_ms_per_request": round(1000 * args.generator_cpu_s / max(1, len(results)), 2),
         "cpus": os.cpu_count(),
@@ -221,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--worker-class", choices=("gthread", "sync"), default="gthread")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=40)
     parser.add_argument("--seed-jobs", type=int, default=2000)
@@ -235,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
     env = prepare(args.database_url, redis_url=args.redis_url, n_tokens=args.tokens)
     log = env.settings.var_dir / "gunicorn.log"
-    proc = start_gunicorn(env, args.port, args.workers, args.threads, log)
+    proc = start_gunicorn(env, args.port, args.workers, args.threads, log, args.worker_class)
     base = f"http://127.0.0.1:{args.port}"
     try:
         ids = asyncio.run(_seed_jobs(base, env.tokens[0], args.seed_jobs))
