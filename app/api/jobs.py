@@ -10,7 +10,7 @@ from flask_smorest import Blueprint
 from app import extensions
 from app.api import principal
 from app.api.access import writer
-from app.api.schemas import BatchIn, BatchOut, EventOut, JobIn, JobOut, JobPage, JobQuery, job_json
+from app.api.schemas import BatchIn, BatchOut, EventOut, JobIn, JobOut, JobPage, JobQuery, RunOut, job_json
 from app.errors import FieldError, ValidationFailed
 from app.services import jobs as svc
 
@@ -87,6 +87,13 @@ def get(job_id: int) -> Response:
 def events(job_id: int) -> Any:
     """The job's state timeline."""
     return svc.get_job(extensions.db_session(), principal(), job_id).events
+
+
+@blp.route("/<int:job_id>/runs", methods=["GET"])
+@blp.response(200, RunOut(many=True))
+def runs(job_id: int) -> Any:
+    """The job's dispatch attempts, oldest first: cluster, runtime id, times, exit code, energy, cost and CO2."""
+    return svc.list_runs(extensions.db_session(), principal(), job_id)
 
 
 @blp.route("/<int:job_id>/cancel", methods=["POST"])

@@ -150,6 +150,27 @@ class JobQuery(Schema):
     limit = fields.Integer(validate=validate.Range(min=1, max=500), load_default=100)
 
 
+class RunOut(Schema):
+    """One dispatch attempt: where it went, what the runtime called it, and what it measured."""
+
+    id = fields.Integer()
+    attempt = fields.Integer()
+    state = fields.String()
+    cluster = fields.Function(lambda r: r.cluster.name if r.cluster is not None else None, allow_none=True)
+    runtime_job_id = fields.String(allow_none=True)
+    planned_start_at = fields.DateTime(format="iso", allow_none=True)
+    submitted_at = fields.DateTime(format="iso", allow_none=True)
+    started_at = fields.DateTime(format="iso", allow_none=True)
+    finished_at = fields.DateTime(format="iso", allow_none=True)
+    exit_code = fields.Integer(allow_none=True)
+    error = fields.String(allow_none=True)
+    energy_kwh = fields.Float(allow_none=True, metadata={"description": "metered or estimated energy [kWh]"})
+    avg_power_w = fields.Float(allow_none=True)
+    energy_source = fields.String(allow_none=True, metadata={"description": "nvml, accounting or estimate"})
+    cost = fields.Float(allow_none=True)
+    carbon_kg = fields.Float(allow_none=True)
+
+
 class EventOut(Schema):
     at = fields.DateTime(format="iso")
     state = fields.String()

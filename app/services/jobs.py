@@ -14,12 +14,12 @@ from typing import Any
 
 from sqlalchemy import insert, literal, select, text
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload
 
 from app.db import utcnow
 from app.enums import TERMINAL_JOB_STATES, JobState, WorkloadClass
 from app.errors import Conflict, FieldError, NotFound, ValidationFailed
-from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Plan, Region
+from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Plan, Region, Run
 from app.services import audit
 from app.services.auth import Principal
 from app.services.fleet import REFERENCE_HARDWARE, FleetSnapshot, snapshot
@@ -240,6 +240,14 @@ def get_job(session: Session, principal: Principal, job_id: int) -> Job:
     if job is None or job.tenant_id != principal.tenant_id:
         raise NotFound(f"job {job_id}")
     return job
+
+
+def list_runs(session: Session, principal: Principal, job_id: int) -> list[Run]:
+    """A job's runs (dispatch attempts), oldest first; another tenant's job is not found."""
+    get_job(session, principal, job_id)
+    return list(session.scalars(
+        select(Run).options(joinedload(Run.cluster)).where(Run.job_id == job_id).order_by(Run.attempt, Run.id)
+    ))
 
 
 def set_state(session: Session, job: Job, state: JobState, message: str = "", *, at: datetime | None = None) -> None:

@@ -341,3 +341,25 @@ def test_hour_weights_split_a_run_across_hours():
     weights = dispatch_sync.hour_weights(start, start + timedelta(hours=1))
     assert sorted(weights.values()) == [0.5, 0.5]
     assert sum(dispatch_sync.hour_weights(start, start + timedelta(minutes=200)).values()) == pytest.approx(1.0)
+
+
+def test_runs_of_a_job_are_listed_through_the_api(client, session, settings, tenant_id, clusters):
+    from app.enums import Role
+    from app.models import Tenant
+
+    job = add_job(session, tenant_id, command="exit 3")
+    write_plan(session, [(job.id, "de", "a100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    wait_for(lambda: dispatch_sync.sync(session, settings, now=utcnow()).failed)
+    _row, token = auth.issue_token(session, session.get(Tenant, tenant_id), "reader", Role.READONLY)
+    other = auth.create_tenant(session, "team-b")
+    _row, foreign = auth.issue_token(session, other, "reader", Role.ADMIN)
+    session.commit()
+    resp = client.get(f"/api/v1/jobs/{job.id}/runs", headers={"Authorization": f"Bearer {token}"})
+    assert resp.status_code == 200, resp.json
+    (run,) = resp.json
+    assert run["id"] == run_id and run["attempt"] == 1 and run["state"] == "failed" and run["exit_code"] == 3
+    assert run["cluster"] and run["runtime_job_id"] and run["planned_start_at"]
+    resp = client.get(f"/api/v1/jobs/{job.id}/runs", headers={"Authorization": f"Bearer {foreign}"})
+    assert resp.status_code == 404
