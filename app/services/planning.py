@@ -270,6 +270,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
              "run_now": {"cost": run_now.cost, "carbon_kg": run_now.carbon_kg, "energy_kwh": run_now.energy_kwh}}
     if not report.ok:  # never store a plan that breaks a constraint
         status, stats["violations"] = PlanStatus.FAILED, list(report.violations[:20])
+    still_open = _lock_still_open(session, [j.id for j in open_jobs])
     session.execute(update(Plan).where(Plan.is_current.is_(True)).values(is_current=False))
     record = Plan(horizon_start=problem.start, horizon_end=end, slot_minutes=problem.slot_minutes, objective=objective,
                   solver="gridshift", trigger=trigger, status=status, objective_value=plan.objective,
@@ -282,6 +283,8 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     n_assigned = 0
     if status is not PlanStatus.FAILED:
         for a in plan.assignments:
+            if int(a.job_id) not in still_open:
+                continue  # cancelled (or otherwise settled) while the solver ran: leave it as it is now
             counter = run_now.assignment_of(a.job_id)
             chunks = [[problem.slot_start(c.start_slot).isoformat(), problem.slot_start(c.end_slot).isoformat()]
                       for c in a.chunks] if len(a.chunks) > 1 else None
@@ -302,6 +305,8 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
         unplanned = ()
     horizon_end = end
     for u in unplanned:
+        if int(u.job_id) not in still_open:
+            continue
         session.add(UnplannedJob(plan_id=record.id, job_id=int(u.job_id), reason=str(u.reason), detail=u.detail))
         job = by_id[u.job_id]
         final = u.reason in FINAL_REASONS or job.deadline_at <= now or (
@@ -314,6 +319,23 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
         job.state_reason = message
     session.flush()
     return PlanRecord(record.id, status, plan.objective, plan.best_bound, plan.gap_pct, n_assigned, len(unplanned))
+
+
+def _lock_still_open(session: Session, job_ids: list[int]) -> set[int]:
+    """Re-read the planned jobs after the solve, locked on PostgreSQL, and return those still open.
+
+    The solver runs for seconds; a job cancelled meanwhile must stay cancelled, not be overwritten by the plan's
+    state change (a lost update that would dispatch it). The row locks make a cancel that arrives now wait until
+    this plan is stored; the fresh states replace the ones read before the solve.
+    """
+    still: set[int] = set()
+    for i in range(0, len(job_ids), 5000):
+        chunk = job_ids[i : i + 5000]
+        rows = session.scalars(
+            select(Job).where(Job.id.in_(chunk)).with_for_update().execution_options(populate_existing=True)
+        )
+        still.update(j.id for j in rows if j.state in OPEN_STATES)
+    return still
 
 
 def _figures(problem: OptProblem, plan: OptPlan) -> Figures | None:

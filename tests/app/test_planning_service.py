@@ -184,3 +184,32 @@ def test_preview_compares_with_run_now_and_stores_nothing(session, settings, mar
     assert result.run_now.start_at == now
     assert result.planned.cost < result.run_now.cost
     assert session.scalar(select(func.count()).select_from(Plan)) == 0
+
+
+def test_job_cancelled_while_the_solver_runs_stays_cancelled(app, session, settings, market, now, monkeypatch):
+    """A cancel that commits during the solve is not overwritten by the plan (a lost update would dispatch it)."""
+    from app.services import planning
+
+    keep = add_job(session, now, name="keep", allowed_regions=["de"], allowed_hardware=["h100"])
+    gone = add_job(session, now, name="gone", allowed_regions=["de"], allowed_hardware=["h100"])
+    real = planning.get_solver
+
+    def solver_that_sees_a_cancel(name):  # type: ignore[no-untyped-def]
+        solve = real(name)
+
+        def run(problem, params):  # type: ignore[no-untyped-def]
+            with app.extensions["gridshift"].sessions() as other:  # the user's request, in its own transaction
+                other.get(Job, gone.id).state = JobState.CANCELLED
+                other.commit()
+            return solve(problem, params)
+
+        return run
+
+    monkeypatch.setattr(planning, "get_solver", solver_that_sees_a_cancel)
+    record = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    session.expire_all()
+    assert session.get(Job, gone.id).state is JobState.CANCELLED
+    assert session.get(Job, keep.id).state is JobState.PLANNED
+    planned = set(session.scalars(select(Assignment.job_id).where(Assignment.plan_id == record.plan_id)))
+    assert planned == {keep.id} and record.n_assigned == 1
