@@ -251,7 +251,10 @@ class SlurmConnector:
             if self.rest is not None:
                 self.rest.release(keeper["job_id"])
             else:
-                self._run("scontrol", "release", keeper["job_id"], ok_errors=("",))
+                # a keeper that started or ended meanwhile needs no release; any other failure is raised (retryable
+                # when the controller is unreachable), so the submit is retried and settles again, never left held
+                self._run("scontrol", "release", keeper["job_id"],
+                          ok_errors=("no longer pending", "already completing or completed"))  # fmt: skip
         return str(keeper["job_id"])
 
     # -- reading -------------------------------------------------------------------------------------------

@@ -128,3 +128,33 @@ def test_a_job_the_controller_forgot_is_read_from_the_completion_log(monkeypatch
     assert state.exit_code == 0
     assert state.started_at is not None and state.started_at.isoformat() == "2026-11-29T16:05:04+00:00"
     assert (state.finished_at - state.started_at).total_seconds() == 5
+
+
+@pytest.mark.slurm
+def test_failed_release_is_raised_and_the_retried_submit_releases(
+    slurm_clusters: dict[str, SlurmCluster], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job must never stay held because `scontrol release` failed: the error surfaces and the retry settles it."""
+    cluster = slurm_clusters["gs-eu"]
+    connector = get_connector("slurm", cluster.connector_config("cli"))
+    spec = JobSpec(run_key=f"gs-held-{time.time_ns() % 10**9}", name="held", command="sleep 0.5", hardware="h100",
+                   gpu_count=1)  # fmt: skip
+    real_run = connector._run
+
+    def release_fails(*args: str, **kwargs: object) -> str:
+        if args[:2] == ("scontrol", "release"):  # the controller refuses: a real Slurm error for a real call
+            return real_run("scontrol", "release", "999999999", **kwargs)  # type: ignore[arg-type]
+        return real_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(connector, "_run", release_fails)
+    with pytest.raises(ConnectorError):
+        connector.submit(spec)
+    (held,) = cluster.run("squeue", "-h", "-n", spec.run_key, "-o", "%i %r").splitlines()
+    assert "JobHeldUser" in held or "Held" in held
+    monkeypatch.setattr(connector, "_run", real_run)
+    job_id = connector.submit(spec)  # the dispatcher's retry: finds the held job, releases it
+    assert job_id == held.split()[0]
+    deadline = time.monotonic() + 30
+    while not connector.poll(job_id).status.terminal and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert connector.poll(job_id).status is RunStatus.SUCCEEDED
