@@ -113,16 +113,22 @@ def segment_argmin(si: np.ndarray, start: np.ndarray, offsets: np.ndarray, value
     return seg_min, arg
 
 
-def _running_min(value: np.ndarray, si: np.ndarray, rank: np.ndarray, n: int, width: int):
-    """Per segment, the running minimum of ``value`` over its starts and the rank reaching it first."""
-    grid = np.full((n, width), np.inf)
-    grid[si, rank] = value
-    low = np.minimum.accumulate(grid, axis=1)
-    # rank of the first start reaching each running minimum: the last rank where the minimum dropped
-    drop = np.ones((n, width), dtype=bool)
-    drop[:, 1:] = low[:, 1:] < low[:, :-1]
-    at = np.maximum.accumulate(np.where(drop, np.arange(width), 0), axis=1)
-    return low[si, rank], at[si, rank]
+def _running_min(value: np.ndarray, offsets: np.ndarray, nst: np.ndarray):
+    """Per segment, the running minimum of ``value`` over its starts and the rank reaching it first.
+
+    Segments of equal length are stacked into one matrix (no padding), one accumulate per length.
+    """
+    low = np.empty(len(value))
+    arg = np.zeros(len(value), dtype=np.int64)
+    for width in np.unique(nst[nst > 0]).tolist():
+        at = offsets[:-1][nst == width][:, None] + np.arange(width)
+        run = np.minimum.accumulate(value[at], axis=1)
+        # rank of the first start reaching each running minimum: the last rank where the minimum dropped
+        drop = np.ones(run.shape, dtype=bool)
+        drop[:, 1:] = run[:, 1:] < run[:, :-1]
+        low[at] = run
+        arg[at] = np.maximum.accumulate(np.where(drop, np.arange(width), 0), axis=1)
+    return low, arg
 
 
 def two_chunk_argmin(tb: Tables, seg_a: Segments, seg_b: Segments, cum_a: np.ndarray, cum_l: np.ndarray):
@@ -139,16 +145,8 @@ def two_chunk_argmin(tb: Tables, seg_a: Segments, seg_b: Segments, cum_a: np.nda
     """
     si, _start_a, offsets, va = segment_values(tb, seg_a, cum_a, cum_l)
     _, start_b, _, vb = segment_values(tb, seg_b, cum_a, cum_l)
-    rank = np.arange(len(si)) - offsets[si]
-    n, width = len(seg_a.job), int(seg_a.nst.max(initial=1))
-    best_a = np.empty(len(si))
-    arg_a = np.empty(len(si), dtype=np.int64)
-    step = max(1, 4_000_000 // max(1, width))  # rows of the dense grid per block (bounded memory)
-    for lo in range(0, n, step):
-        part = slice(offsets[lo], offsets[min(n, lo + step)])
-        best_a[part], arg_a[part] = _running_min(
-            va[part], si[part] - lo, rank[part], min(step, n - lo), width
-        )
+    n = len(seg_a.job)
+    best_a, arg_a = _running_min(va, offsets, seg_a.nst)
     total = best_a + vb
     seg_min, _ = segment_argmin(si, start_b, offsets, total)
     pos = np.flatnonzero(total == seg_min[si])
