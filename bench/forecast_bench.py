@@ -2,6 +2,7 @@
 
     python bench/forecast_bench.py [--only price|carbon] [--markets NP DE] [--regions BE ...]
                                    [--price-models lear lear_nn] [--day-step N] [--workers 2] [--json]
+                                   [--no-generation-forecast]
 
 * price: day-ahead, recalibrated daily, on the exact epftoolbox test periods (NP 2016-12-27..2018-12-24,
   DE 2016-01-04..2017-12-31), side by side with the official LEAR-Ens and DNN-Ens forecasts
@@ -9,11 +10,11 @@
 * carbon: the 7 harmonized regions, history from 2021-01-01, test 2022 day-ahead (forecast issued at
   00:00 UTC for the 24 hours of the day, recalibrated daily), MAPE and MAE against the daily seasonal
   naive and persistence. Carbon intensity: ``lear_log`` with the regressors production stores (day-ahead
-  load forecast, wind + solar forecast, the zone's day-ahead price), the day-ahead prices of the
-  interconnected zones (``forecasting.sources.harmonized.NEIGHBOURS``; published with the zone's own the
-  day before) and the zone's day-ahead generation forecast (ENTSO-E, from deepforkit_entsoe/); with
-  ``--no-generation-forecast`` without the latter, as production runs today. Renewable share:
-  ``lear_short`` with the load, solar, wind and price forecasts;
+  load forecast, wind + solar forecast, the zone's day-ahead price), for BE, CH, ES and PL the day-ahead
+  prices of interconnected zones (``forecasting.sources.harmonized.CARBON_NEIGHBOURS``, published with
+  the zone's own the day before), and the zone's day-ahead generation forecast (ENTSO-E, from
+  deepforkit_entsoe/); ``--no-generation-forecast`` leaves the latter out, as production runs today.
+  Renewable share: ``lear_short`` regressors as before (load, solar, wind and price forecasts);
 * cost: wall time and CPU time of each run (see the table's last columns);
 * refresh: one production refresh of the 7 regions x 3 kinds from a fresh SQLite database (``--only refresh``).
 
@@ -42,7 +43,7 @@ from forecasting.metrics import mae, mape, smape  # noqa: E402
 from forecasting.models import Lear, get_model  # noqa: E402
 from forecasting.sources import read_harmonized, read_series_csv  # noqa: E402
 from forecasting.sources.deepforkit import read_deepforkit  # noqa: E402
-from forecasting.sources.harmonized import NEIGHBOURS  # noqa: E402
+from forecasting.sources.harmonized import CARBON_NEIGHBOURS  # noqa: E402
 from forecasting.task import ForecastTask  # noqa: E402
 
 TEST = {"NP": ("2016-12-27", "2018-12-24"), "DE": ("2016-01-04", "2017-12-31")}
@@ -105,7 +106,7 @@ def carbon_frame(data: Path, region: str, generation: bool) -> tuple[pd.DataFram
     parts = [c for c in ("solar_forecast_mw", "wind_onshore_forecast_mw", "wind_offshore_forecast_mw") if c in frame]
     frame["wind_solar_forecast_mw"] = frame[parts].sum(axis=1, min_count=len(parts))  # as market.read_csv stores it
     exog = list(CARBON_EXOG)
-    for zone in NEIGHBOURS[region]:
+    for zone in CARBON_NEIGHBOURS[region]:
         other, _ = read_harmonized(data / "harmonized" / f"{zone}_hourly.csv.gz")
         frame[f"price_eur_mwh@{zone}"] = other["price_eur_mwh"].reindex(frame.index)
         exog.append(f"price_eur_mwh@{zone}")

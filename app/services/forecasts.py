@@ -7,17 +7,13 @@ wind/solar forecasts, and the day-ahead price for carbon and renewable share) co
 too; for forecast hours where a regressor is not published yet, the value of the same hour one week
 earlier is used (documented fill; the run records how many hours were filled).
 
-Carbon intensity also takes the day-ahead prices of the interconnected zones (:data:`NEIGHBOURS`; a
-flow-traced intensity follows imports, and those prices are published with the zone's own the day before).
-A neighbour whose price is not stored over the whole history window is left out and the run says so
-(documented fallback: the model then runs on the zone's own regressors, as the benchmark's
-``--no-generation-forecast`` row without that neighbour). The benchmark's best carbon figures also use
-the zone's day-ahead generation forecast, which ``market_series`` has no kind for yet; production runs
-without it (benchmark ``--no-generation-forecast``).
-
-A run is stored as ``running``, then either ``succeeded`` with all its points or ``failed`` with the error
-and no points, so nothing half-written is ever visible. Readers use the latest *succeeded* run, so the
-last good forecast stays in force when a refresh fails; the failure is visible in the run list and logs.
+Carbon intensity of BE, CH, ES and PL also takes the day-ahead prices of interconnected zones
+(``forecasting.sources.harmonized.CARBON_NEIGHBOURS``; a flow-traced intensity follows imports, and those
+prices are published with the zone's own the day before). A neighbour whose price is not stored over the
+whole history window is left out and the run's note says so (documented fallback: the model runs on the
+regressors it has). The benchmark's best carbon figures also use the zone's day-ahead generation
+forecast, for which ``market_series`` has no kind yet; production runs without it (the benchmark's
+``--no-generation-forecast`` figures).
 """
 
 from __future__ import annotations
@@ -39,7 +35,7 @@ from app.models import ForecastPoint, ForecastRun, MarketSeries, ModelSelection
 from forecasting.errors import ForecastInputError
 from forecasting.frame import regularize_hourly
 from forecasting.models import get_model
-from forecasting.sources.harmonized import NEIGHBOURS
+from forecasting.sources.harmonized import CARBON_NEIGHBOURS
 from forecasting.task import ForecastTask
 
 log = logging.getLogger(__name__)
@@ -117,7 +113,7 @@ def neighbour_prices(session: Session, zone: str, kind: SeriesKind, start: datet
     if kind != SeriesKind.CARBON_INTENSITY:
         return {}, []
     used, left_out = {}, []
-    for other in NEIGHBOURS.get(zone, ()):
+    for other in CARBON_NEIGHBOURS.get(zone, ()):
         price = _series(session, other, SeriesKind.PRICE, start, end)
         covered = price.index.isin(target.index).sum() if len(price) else 0
         if covered >= NEIGHBOUR_COVERAGE * len(target) and price.index[0] <= target.index[0]:

@@ -12,7 +12,7 @@ from forecasting.errors import ForecastInputError
 from forecasting.metrics import mape
 from forecasting.models import Lear, SeasonalNaive, Transformed, get_model
 from forecasting.sources.deepforkit import _parse_deepforkit
-from forecasting.sources.harmonized import NEIGHBOURS
+from forecasting.sources.harmonized import CARBON_NEIGHBOURS, NEIGHBOURS
 from forecasting.task import ForecastTask
 
 TASK = ForecastTask("carbon_g_per_kwh", ("load_forecast_mw", "wind_forecast_mw"))
@@ -96,7 +96,9 @@ def test_deepforkit_without_time_column_is_refused():
         _parse_deepforkit(pd.DataFrame({"price_eur_mwh": [1.0]}), "CH")
 
 
-def test_neighbours_are_symmetric():
+def test_neighbours_are_symmetric_and_carbon_ones_are_neighbours():
     for zone, others in NEIGHBOURS.items():
         for other in others:
             assert zone in NEIGHBOURS[other], (zone, other)
+    assert set(CARBON_NEIGHBOURS) == set(NEIGHBOURS)
+    assert all(set(CARBON_NEIGHBOURS[z]) <= set(NEIGHBOURS[z]) for z in NEIGHBOURS)
