@@ -20,8 +20,8 @@ NEIGHBOURS: dict[str, tuple[str, ...]] = {
     "FR": ("DE", "ES", "BE", "CH"), "PL": ("DE",),
 }
 # Neighbours whose day-ahead prices are regressors of carbon intensity: the importers' (BE, CH, ES, PL). For
-# DE and FR the four neighbours' prices did not help in the 2022 backtest (every 3rd day: DE MAPE 5.78 ->
-# 5.73 %, FR 9.07 -> 9.34 %) and cost refresh time, so those two use their own regressors only.
+# DE and FR the four neighbours' prices made no real difference in the 2022 backtest (MAPE DE 5.59 -> 5.53 %,
+# FR 9.09 -> 9.08 %) and cost refresh time, so those two use their own regressors only.
 CARBON_NEIGHBOURS: dict[str, tuple[str, ...]] = {zone: () if zone in ("DE", "FR") else NEIGHBOURS[zone]
                                                  for zone in NEIGHBOURS}
 UNITS = {
