@@ -198,7 +198,9 @@ def summarise(results: list[tuple], args: argparse.Namespace) -> dict[str, objec
         "batch_size": args.batch_size,
         "batch_p50_ms": round(percentile(writes, 50), 1),
         "batch_p99_ms": round(percentile(writes, 99), 1),
-        "gunicorn": f"{args.workers} workers x {args.threads} threads ({args.worker_class})",
+        "gunicorn": f"{args.workers} workers x {args.threads} threads ({args.worker_class})"
+        if args.worker_class == "gthread" or args.threads > 1
+        else f"{args.workers} workers (sync)",
         "generator": f"aiohttp on {args.loop}",
         "generator_cpu_ms_per_request": round(1000 * args.generator_cpu_s / max(1, len(results)), 2),
         "cpus": os.cpu_count(),
@@ -222,9 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8751)
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--duration", type=float, default=60.0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--worker-class", choices=("gthread", "sync"), default="gthread")
+    # defaults: the production command (Dockerfile, docker-compose.yml): 4 sync workers
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--worker-class", choices=("gthread", "sync"), default="sync")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=40)
     parser.add_argument("--seed-jobs", type=int, default=2000)
