@@ -13,7 +13,7 @@ Targets: 0 errors (any non-2xx or transport error), p99 <= 100 ms for reads.
 
 Usage::
 
-    python bench/load_bench.py [--rate 200] [--duration 60] [--workers 2] [--threads 4] [--json]
+    python bench/load_bench.py [--rate 200] [--duration 60] [--workers 4] [--worker-class sync|gthread] [--json]
 """
 
 from __future__ import annotations
