@@ -8,18 +8,11 @@ from flask_smorest import Blueprint
 from marshmallow import Schema, fields
 
 from app import extensions
-from app.api.schemas import CODE, Aware
-from app.enums import SERIES_UNITS, SeriesKind
+from app.api.schemas import SeriesRangeQuery
+from app.enums import SERIES_UNITS
 from app.services import forecasts
 
 blp = Blueprint("forecasts", __name__, url_prefix="/api/v1/forecasts", description="Price and carbon forecasts")
-
-
-class ForecastQuery(Schema):
-    zone = fields.String(required=True, validate=CODE)
-    kind = fields.Enum(SeriesKind, by_value=True, required=True)
-    from_ = Aware(required=True, data_key="from")
-    to = Aware(required=True)
 
 
 class ForecastPointOut(Schema):
@@ -55,7 +48,7 @@ class StatusListOut(Schema):
 
 
 @blp.route("")
-@blp.arguments(ForecastQuery, location="query")
+@blp.arguments(SeriesRangeQuery, location="query")
 @blp.response(200, ForecastOut)
 def get_forecast(q: dict[str, Any]) -> Any:
     """Points in [from, to) of the latest succeeded forecast of a zone and kind, with the latest refresh's status

@@ -10,19 +10,11 @@ from marshmallow import Schema, fields, validate
 
 from app import extensions
 from app.api.access import operator
-from app.api.schemas import CODE, Aware
-from app.enums import SeriesKind
+from app.api.schemas import CODE, SeriesRangeQuery
 from app.errors import FieldError, ValidationFailed
 from app.services import audit, market
 
 blp = Blueprint("market", __name__, url_prefix="/api/v1/market-series", description="Prices, carbon, load")
-
-
-class SeriesQuery(Schema):
-    zone = fields.String(required=True, validate=CODE)
-    kind = fields.Enum(SeriesKind, by_value=True, required=True)
-    from_ = Aware(required=True, data_key="from")
-    to = Aware(required=True)
 
 
 class PointOut(Schema):
@@ -49,7 +41,7 @@ class ImportOut(Schema):
 
 
 @blp.route("")
-@blp.arguments(SeriesQuery, location="query")
+@blp.arguments(SeriesRangeQuery, location="query")
 @blp.response(200, SeriesOut)
 def get_series(q: dict[str, Any]) -> Any:
     """Points of one zone's series in [from, to) (at most 10,000)."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
-from app.enums import JobState, WorkloadClass
+from app.enums import JobState, SeriesKind, WorkloadClass
 
 CODE = validate.Regexp(r"^[A-Za-z0-9_.-]{1,32}$", error="letters, digits, '_', '.' or '-' (1-32)")
 
@@ -16,6 +16,15 @@ class Aware(fields.AwareDateTime):
 
     def __init__(self, **kw):  # type: ignore[no-untyped-def]
         super().__init__(format="iso", default_timezone=None, **kw)
+
+
+class SeriesRangeQuery(Schema):
+    """One zone's series of one kind over [from, to): the query of market series and of forecasts."""
+
+    zone = fields.String(required=True, validate=CODE)
+    kind = fields.Enum(SeriesKind, by_value=True, required=True)
+    from_ = Aware(required=True, data_key="from")
+    to = Aware(required=True)
 
 
 class JobIn(Schema):
