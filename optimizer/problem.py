@@ -313,6 +313,8 @@ class SolveParams:
     max_cpsat_jobs : int
         Largest job count handed to CP-SAT; beyond it (where CP-SAT on 2 cores does not improve the plan
         in seconds) the time goes to local search and the bound.
+    recreate_share : float
+        Share of the local-search time given to ruin-and-recreate moves (0 turns them off) [-].
     """
 
     time_limit_s: float = 10.0
@@ -322,6 +324,7 @@ class SolveParams:
     max_cpsat_options: int = 20_000
     max_lp_jobs: int = 2_000
     max_cpsat_jobs: int = 500
+    recreate_share: float = 0.7
 
 
 def durations_from_throughput(

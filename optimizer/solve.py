@@ -34,6 +34,7 @@ from optimizer.heuristic import greedy_order, improve, penalised_objective, plac
 from optimizer.lp import column_generation
 from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem, SolveParams
+from optimizer.recreate import ruin_recreate
 from optimizer.rounding import lp_candidates, round_lp
 from optimizer.tables import Tables, build_tables
 
@@ -182,6 +183,14 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         cand = improve_fast(tb, best, cand_ls, time_limit_s=max(0.05, 0.5 * share * left()))
         if _score(tb, cand) <= best_score:
             best, best_score = cand, _score(tb, cand)
+        if not use_cpsat and left() > 1.0:
+            # single-job moves stall where a cheaper option is held by several jobs at once: move groups
+            cand = ruin_recreate(
+                tb, best, m, time_limit_s=params.recreate_share * share * left(), seed=params.random_seed
+            )
+            if _score(tb, cand) <= best_score:
+                best, best_score = cand, _score(tb, cand)
+            t = lap("ruin_recreate", t)
     cand = improve(tb, best, nu=nu_ls, time_limit_s=max(0.05, share * left()), seed=params.random_seed)
     if _score(tb, cand) <= best_score:
         best, best_score = cand, _score(tb, cand)

@@ -346,3 +346,35 @@ def test_ejection_places_a_left_out_job_by_moving_a_flexible_one_to_other_hardwa
     assert (ch.r >= 0).all()
     assert ch.h[0] == 1 and ch.h[1] == 0  # flexible moved to the L40S
     assert penalised_objective(tb, ch) < penalised_objective(tb, first_come)
+
+
+def test_ruin_and_recreate_moves_a_group_where_single_job_moves_are_stuck(params):
+    from optimizer.assemble import assemble_plan
+    from optimizer.bound import Choice, Multipliers
+    from optimizer.heuristic import improve, penalised_objective
+    from optimizer.plan import PlanStatus as Status
+    from optimizer.plan import SolveStats
+    from optimizer.recreate import ruin_recreate
+    from optimizer.tables import build_tables
+
+    # 2 GPUs; slots 0-3 cheap, 4-7 dearer, 8-11 dearest. Two low-power 1-GPU jobs hold the cheap slots and the
+    # 2-GPU high-power job runs at 4-8: moving any one job alone only costs more, moving the three pays
+    prices = [10.0] * 4 + [50.0] * 4 + [90.0] * 4
+    low = {"H100": 0.1}
+    jobs = [
+        job("long", gpus=2, dur=4, dl=8, n_slots=12),
+        job("a", dur=4, n_slots=12, power_kw_per_gpu=low),
+        job("b", dur=4, n_slots=12, power_kw_per_gpu=low),
+    ]
+    pb = problem([region("DE", prices, gpus=2)], jobs)
+    tb = build_tables(pb)
+    z = np.zeros(3, dtype=np.int64)
+    stuck = Choice(z.copy(), z.copy(), np.array([4, 0, 0]), np.array([4, 4, 4]), z.copy(), z.copy())
+    assert penalised_objective(tb, improve(tb, stuck, time_limit_s=1)) == penalised_objective(tb, stuck)
+    ch = ruin_recreate(tb, stuck, Multipliers.zeros(tb), time_limit_s=0.5, seed=params.random_seed)
+    assert (ch.s1 == [0, 4, 4]).all()
+    # 2 x 0.7 kW x 4 h at 10 EUR/MWh + 2 x 0.1 kW x 4 h at 50 EUR/MWh
+    assert math.isclose(penalised_objective(tb, ch), (5.6 * 10 + 0.8 * 50) / 1000)
+    stats = SolveStats(0.0, 3, 3, 0, "", {}, ())
+    plan = assemble_plan(tb, ch, solver="t", status=Status.FEASIBLE, bound=0.0, penalised=0.0, stats=stats)
+    assert check_plan(pb, plan).ok

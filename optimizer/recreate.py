@@ -1,0 +1,190 @@
+"""Ruin and recreate: take a group of related jobs out of the plan and put them back one by one.
+
+Single-job moves (``improve``, ``improve_fast``) and ejections stop where every cheaper option of a job is
+held by several other jobs at once. Here a move removes a whole group and re-places it, biggest first with
+some noise, each job at its cheapest option that still fits. Two kinds of group:
+
+- targeted: a job whose option is far above its best option at capacity prices (the LP duals or Lagrange
+  multipliers: its reduced cost) with the jobs that hold that best option's slots; the job is put back
+  there first, the others around it;
+- window: the jobs running in one region during a few slots.
+
+A move is accepted when it lowers the objective, or with the simulated-annealing probability
+``exp(-increase / temperature)`` while the temperature falls linearly to zero over the time limit; the best
+plan seen is returned, so the objective never ends above the starting plan's.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from optimizer.bound import Choice, Multipliers, cumulative, evaluate
+from optimizer.candidates import _fits_option
+from optimizer.heuristic import Residual, Scanner, option_objective, penalised_objective
+from optimizer.tables import Tables
+
+
+def priced_values(tb: Tables, ch: Choice, m: Multipliers) -> np.ndarray:
+    """Value of each row's option at the capacity prices of ``m`` [objective units]; 0 where left out."""
+    cum_a = cumulative(tb.slot_h * tb.weights(m.nu) + m.mu)
+    cum_l = cumulative(m.lam)
+    on = np.flatnonzero(ch.r >= 0)
+    r, h = ch.r[on], ch.h[on]
+    g = tb.g[on].astype(float)
+    kw = g * tb.pkw[on, h] * tb.pue[r]
+    out = np.zeros(tb.J)
+    for s, ln in ((ch.s1[on], ch.l1[on]), (ch.s2[on], ch.l2[on])):
+        part = kw * (cum_a[r, s + ln] - cum_a[r, s]) + g * (cum_l[r, h, s + ln] - cum_l[r, h, s])
+        out[on] += np.where(ln > 0, part, 0.0)
+    return out
+
+
+def _end(ch: Choice) -> np.ndarray:
+    return np.maximum(ch.s1 + ch.l1, ch.s2 + ch.l2)
+
+
+def ruin_recreate(
+    tb: Tables,
+    ch: Choice,
+    m: Multipliers,
+    *,
+    time_limit_s: float,
+    seed: int = 0,
+    size: int = 24,
+    temperature: float = 0.025,
+) -> Choice:
+    """Ruin-and-recreate search from plan ``ch`` for ``time_limit_s`` [s].
+
+    Parameters
+    ----------
+    tb : Tables
+        Problem arrays.
+    ch : Choice
+        A plan that fits every capacity.
+    m : Multipliers
+        Capacity prices (LP duals or Lagrange multipliers) that pick the targeted moves.
+    time_limit_s : float
+        Wall-clock limit [s].
+    seed : int
+        Seed of the move choice and the noise in the re-placement order.
+    size : int
+        Most jobs taken out by one move.
+    temperature : float
+        Starting temperature as a fraction of the mean objective per planned job.
+
+    Returns
+    -------
+    Choice
+        The best plan seen (fits every capacity; objective no higher than ``ch``'s).
+    """
+    t0 = time.perf_counter()
+    ch = ch.copy()
+    if tb.J == 0 or not (ch.r >= 0).any():
+        return ch
+    rng = np.random.default_rng(seed)
+    res = Residual(tb)
+    for busy in np.flatnonzero(ch.r >= 0):
+        res.apply(tb, ch, int(busy), -1)
+    scan = Scanner(tb)
+    _, target, best_priced = evaluate(tb, m)
+    cost = np.where(ch.r >= 0, option_objective(tb, ch), tb.penalty)
+    current = float(cost.sum())
+    best, best_value = ch.copy(), current
+    t_start = temperature * float(np.nansum(np.where(ch.r >= 0, cost, 0.0))) / max(1, int((ch.r >= 0).sum()))
+    size_key = tb.g * tb.dur.max(axis=1)
+    # window moves go to congested regions (high capacity prices) most of the time
+    congestion = m.lam.sum(axis=(1, 2)) + m.mu.sum(axis=1)
+    region_p = np.full(tb.R, 1.0 / tb.R)
+    if congestion.sum() > 0:
+        region_p = 0.3 * region_p + 0.7 * congestion / congestion.sum()
+    reduced = np.zeros(tb.J)
+    it = 0
+    while True:
+        elapsed = time.perf_counter() - t0
+        if elapsed >= time_limit_s:
+            break
+        temp = t_start * (1.0 - elapsed / time_limit_s) + 1e-12
+        if it % 64 == 0:
+            reduced = np.where(ch.r >= 0, np.maximum(priced_values(tb, ch, m) - best_priced, 0.0), 0.0)
+        it += 1
+        first: tuple[int, tuple[int, int, int, int, int, int]] | None = None
+        if it % 2 and reduced.sum() > 0:
+            # targeted: a job far from its priced best, with the jobs holding that option's slots
+            j = int(rng.choice(tb.J, p=reduced / reduced.sum()))
+            opt = target.get(j)
+            if opt[0] < 0:
+                continue
+            r, h = opt[0], opt[1]
+            a, b = opt[2], max(opt[2] + opt[3], opt[4] + opt[5])
+            over = np.flatnonzero((ch.r == r) & (ch.s1 < b) & (_end(ch) > a))
+            over = over[over != j]
+            pool = np.concatenate(
+                (rng.permutation(over[ch.h[over] == h]), rng.permutation(over[ch.h[over] != h]))
+            )
+            k = int(rng.integers(size // 2, size + 1))
+            free = [j, *(int(x) for x in pool[:k])]
+            first = (j, opt)
+        else:
+            # window: the jobs running in one region during a few slots
+            r = int(rng.choice(tb.R, p=region_p))
+            a = int(rng.integers(0, max(1, tb.T - 1)))
+            w = int(rng.integers(2, 17))
+            on = np.flatnonzero((ch.r == r) & (ch.s1 < a + w) & (_end(ch) > a))
+            k = int(rng.integers(size // 2, size + 1))
+            free = [int(x) for x in rng.permutation(on)[:k]]
+        if not free:
+            continue
+        old = [ch.get(j) for j in free]
+        before = float(cost[free].sum())
+        for j in free:
+            res.apply(tb, ch, j, +1)
+            ch.r[j] = -1
+        placed: list[int] = []
+        after = 0.0
+        rest = free
+        if first is not None and _fits_option(tb, res, first[0], *first[1]):
+            ch.set(first[0], first[1])
+            res.apply(tb, ch, first[0], -1)
+            placed.append(first[0])
+            after += _one(tb, ch, first[0])
+            rest = free[1:]
+        keys = size_key[rest] * np.exp(rng.normal(0.0, 0.5, len(rest)))
+        ok = True
+        for j_ in np.asarray(rest)[np.argsort(-keys)]:
+            j = int(j_)
+            found = scan.best(j, res)
+            if found is None:
+                ok = False
+                break
+            ch.set(j, found[2])
+            res.apply(tb, ch, j, -1)
+            placed.append(j)
+            after += found[1]
+            if after >= before + 5.0 * temp:
+                ok = False
+                break
+        delta = after - before
+        if ok and (delta < -1e-12 or rng.random() < np.exp(-max(delta, 0.0) / temp)):
+            for j in placed:
+                cost[j] = _one(tb, ch, j)
+            current += delta
+            if current < best_value - 1e-9 * max(1.0, abs(best_value)):
+                best, best_value = ch.copy(), current
+            continue
+        for j in placed:
+            res.apply(tb, ch, j, +1)
+            ch.r[j] = -1
+        for j, o in zip(free, old, strict=True):
+            ch.set(j, o)
+            res.apply(tb, ch, j, -1)
+    if penalised_objective(tb, best) > penalised_objective(tb, ch):
+        best = ch
+    return best
+
+
+def _one(tb: Tables, ch: Choice, row: int) -> float:
+    """Objective of ``row``'s option in ``ch`` [objective units]."""
+    single = Choice(*(np.array([v]) for v in ch.get(row)))
+    return float(option_objective(tb, single, rows=np.array([row]))[0])
