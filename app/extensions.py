@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flask import Flask, current_app, g
+from flask import Flask, current_app, g, request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
-from app.db import make_engine, make_session_factory
+from app.db import make_engine, make_session_factory, read_engine
 from app.services.auth import PrincipalCache
 
 
@@ -19,12 +19,17 @@ class Gridshift:
     engine: Engine
     sessions: sessionmaker[Session]
     principals: PrincipalCache
+    read_sessions: sessionmaker[Session]
 
 
 def init_app(app: Flask, settings: Settings) -> None:
     engine = make_engine(settings)
     app.extensions["gridshift"] = Gridshift(
-        settings, engine, make_session_factory(engine), PrincipalCache(settings.auth_cache_s)
+        settings,
+        engine,
+        make_session_factory(engine),
+        PrincipalCache(settings.auth_cache_s),
+        make_session_factory(read_engine(engine)),
     )
 
     @app.teardown_appcontext
@@ -45,7 +50,17 @@ def settings() -> Settings:
 
 
 def db_session() -> Session:
-    """The session of the current request or task; views commit through services."""
+    """The session of the current request or task; views commit through services.
+
+    API reads (GET and HEAD) get a session whose statements each commit on their own (see ``app.db.read_engine``).
+    """
     if "db_session" not in g:
-        g.db_session = state().sessions()
+        st = state()
+        g.db_session = st.read_sessions() if _is_api_read() else st.sessions()
     return g.db_session  # type: ignore[no-any-return]
+
+
+def _is_api_read() -> bool:
+    from flask import has_request_context
+
+    return has_request_context() and request.method in ("GET", "HEAD") and request.path.startswith("/api/")

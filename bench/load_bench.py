@@ -76,6 +76,7 @@ def start_gunicorn(
         "60",
         "--log-level",
         "warning",
+        *(["-c", os.environ["GS_GUNICORN_CONF"]] if os.environ.get("GS_GUNICORN_CONF") else []),
         "app.wsgi:app",
     ]
     proc = subprocess.Popen(
@@ -149,18 +150,27 @@ async def _load(base: str, tokens: tuple[str, ...], ids: list[int], args: argpar
                 status = -1
                 kind = f"{kind}:{type(exc).__name__}"
             done = time.perf_counter()
-            results.append((kind, status, (done - scheduled) * 1000))
+            results.append((kind, status, (done - scheduled) * 1000, scheduled - t0))
 
-        t0 = time.perf_counter()
+        async def phase(duration: float, first: int) -> list[asyncio.Task[None]]:
+            nonlocal t0
+            t0 = time.perf_counter()
+            tasks = []
+            for i in range(int(args.rate * duration)):
+                scheduled = t0 + i / args.rate
+                delay = scheduled - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(one(first + i, scheduled)))
+            return tasks
+
+        t0 = 0.0
+        if args.warmup > 0:  # same rate and mix; fills the connection pools and each worker's query caches
+            await asyncio.gather(*await phase(args.warmup, 0))
+            args.warmup_errors = sum(1 for _k, st, _ms, _at in results if st not in (200, 201))
+            results.clear()
         cpu0 = time.process_time()
-        tasks = []
-        n = int(args.rate * args.duration)
-        for i in range(n):
-            scheduled = t0 + i / args.rate
-            delay = scheduled - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(i, scheduled)))
+        tasks = await phase(args.duration, int(args.rate * args.warmup))
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=args.request_timeout_s + 5)
         args.elapsed_s = time.perf_counter() - t0
         args.generator_cpu_s = time.process_time() - cpu0
@@ -179,19 +189,22 @@ def _run(coro: Any, loop: str) -> Any:
 
 def summarise(results: list[tuple], args: argparse.Namespace) -> dict[str, object]:
     reads = [
-        ms for kind, st, ms in results if kind in ("get_job", "list_jobs", "regions", "me") and st == 200
+        ms for kind, st, ms, _at in results if kind in ("get_job", "list_jobs", "regions", "me") and st == 200
     ]
-    writes = [ms for kind, st, ms in results if kind == "batch" and st == 201]
-    errors = Counter(f"{kind} {st}" for kind, st, _ in results if st not in (200, 201))
+    writes = [ms for kind, st, ms, _at in results if kind == "batch" and st == 201]
+    errors = Counter(f"{kind} {st}" for kind, st, _ms, _at in results if st not in (200, 201))
     return {
         "target_rate_per_s": args.rate,
         "duration_s": args.duration,
         "requests": len(results),
         "achieved_rate_per_s": round(len(results) / args.elapsed_s, 1),
         "errors": sum(errors.values()),
+        "warmup_s": args.warmup,
+        "warmup_errors": getattr(args, "warmup_errors", 0),
         "error_kinds": dict(errors),
         "reads": len(reads),
         "read_p50_ms": round(percentile(reads, 50), 1),
+        "read_p90_ms": round(percentile(reads, 90), 1),
         "read_p99_ms": round(percentile(reads, 99), 1),
         "read_max_ms": round(max(reads, default=float("nan")), 1),
         "batches": len(writes),
@@ -235,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--request-timeout-s", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default=_default_loop())
+    parser.add_argument("--warmup", type=float, default=5.0, help="seconds of the same load before measuring")
+    parser.add_argument("--raw", type=Path, help="also write every request as a JSON line: kind, status, ms, sent_s")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not 8750 <= args.port <= 8799:
@@ -252,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop(proc)
     out = summarise(results, args)
+    if args.raw:
+        with args.raw.open("w") as fh:
+            for kind, st, ms, at in results:
+                fh.write(json.dumps({"kind": kind, "status": st, "ms": round(ms, 2), "sent_s": round(at, 4)}) + "\n")
     print(f"{'metric':<22} value")
     for key, value in out.items():
         print(f"{key:<22} {value}")
