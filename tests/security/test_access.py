@@ -213,6 +213,18 @@ def test_revocation_made_elsewhere_applies_within_the_token_cache_lifetime(clien
     assert client.get("/api/v1/me", headers=bearer(other)).status_code == 401
 
 
+def test_a_read_records_when_a_token_was_last_used(client, session, world):
+    """GET requests run in autocommit on PostgreSQL; the one write a read makes must still be stored."""
+    row = session.scalar(select(ApiToken).where(ApiToken.name == "bravo-inc-member"))
+    row.last_used_at = None
+    session.commit()
+    client.application.extensions["gridshift"].principals.forget(row.id)  # resolve it from the database
+    assert client.get("/api/v1/me", headers=bearer(world.tokens["bravo-member"])).status_code == 200
+    session.expire_all()
+    used = session.scalar(select(ApiToken.last_used_at).where(ApiToken.id == row.id))
+    assert used is not None and abs((utcnow() - used).total_seconds()) < 60
+
+
 def test_new_token_is_shown_once_and_stored_hashed(client, session, world):
     resp = client.post(
         "/api/v1/tokens",
