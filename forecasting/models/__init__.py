@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from forecasting.models.base import Model
+from forecasting.models.boost import Boosted
 from forecasting.models.ensemble import Ensemble
 from forecasting.models.lear import Lear
 from forecasting.models.ml import NeuralNet
@@ -43,11 +44,25 @@ register("lear", Lear)
 register("nn", NeuralNet)
 # Carbon intensity and renewable share: only ~2 years of history exist, so shorter windows.
 register("lear_short", lambda: Lear(windows_days=(56, 84, 364), name="lear_short"))
+
+
+def _lear_log() -> Model:
+    return Transformed(Lear(windows_days=(56, 84, 364)), "log", name="lear_log")
+
+
+def _hgb_log() -> Model:
+    return Transformed(Boosted(window_days=364), "log", name="hgb_log")
+
+
 # Carbon intensity: the same LEAR fitted to log(carbon intensity), so that errors are relative (MAPE).
-register("lear_log", lambda: Transformed(Lear(windows_days=(56, 84, 364)), "log", name="lear_log"))
+register("lear_log", _lear_log)
+# Gradient-boosted trees on the same inputs and log target (one model for all hours).
+register("hgb_log", _hgb_log)
+# Production carbon-intensity model: the geometric mean of the two (their errors are weakly correlated).
+register("lear_hgb_log", lambda: Ensemble((_lear_log(), _hgb_log()), geometric=True, name="lear_hgb_log"))
 # Production price model: LEAR and the network averaged (their errors are weakly correlated).
 register("lear_nn", lambda: Ensemble((Lear(), NeuralNet()), name="lear_nn"))
 if _prophet_enabled():
     register("prophet", ProphetModel)
 
-__all__ = ["MODELS", "Ensemble", "Lear", "Model", "NeuralNet", "Persistence", "ProphetModel", "SeasonalNaive", "Transformed", "get_model", "register"]
+__all__ = ["MODELS", "Boosted", "Ensemble", "Lear", "Model", "NeuralNet", "Persistence", "ProphetModel", "SeasonalNaive", "Transformed", "get_model", "register"]

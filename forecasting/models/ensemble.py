@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from forecasting.errors import ForecastInputError
 from forecasting.models.base import Model
 from forecasting.task import ForecastTask
 
@@ -22,10 +23,16 @@ class Ensemble:
         The models averaged.
     weights : tuple of float, optional
         One non-negative weight per member; equal weights when omitted.
+    geometric : bool
+        Average the logarithms (a weighted geometric mean) instead of the values, for strictly positive
+        targets whose members are fitted on the log scale (carbon intensity): the combination is then the
+        mean of the members' log forecasts, the quantity they estimate, and a relative error in one member
+        weighs the same at any level.
     """
 
     members: tuple[Model, ...]
     weights: tuple[float, ...] | None = None
+    geometric: bool = False
     name: str = "ensemble"
 
     def __post_init__(self) -> None:
@@ -41,7 +48,12 @@ class Ensemble:
         w = np.ones(len(forecasts)) if self.weights is None else np.asarray(self.weights, dtype=float)
         w = w / w.sum()
         stacked = np.stack([f.to_numpy(dtype=float) for f in forecasts])
-        out = np.tensordot(w, stacked, axes=1)
+        if self.geometric:
+            if not (stacked > 0).all():
+                raise ForecastInputError(f"{self.name}: a geometric mean needs positive member forecasts")
+            out = np.exp(np.tensordot(w, np.log(stacked), axes=1))
+        else:
+            out = np.tensordot(w, stacked, axes=1)
         return pd.DataFrame(out, index=forecasts[0].index, columns=forecasts[0].columns)
 
     def predict(

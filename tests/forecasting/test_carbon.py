@@ -10,7 +10,7 @@ import pytest
 
 from forecasting.errors import ForecastInputError
 from forecasting.metrics import mape
-from forecasting.models import Lear, SeasonalNaive, Transformed, get_model
+from forecasting.models import Boosted, Ensemble, Lear, SeasonalNaive, Transformed, get_model
 from forecasting.sources.deepforkit import _parse_deepforkit
 from forecasting.sources.harmonized import CARBON_NEIGHBOURS, NEIGHBOURS
 from forecasting.task import ForecastTask
@@ -66,6 +66,53 @@ def test_logit_round_trips_fractions():
 def test_carbon_model_is_registered():
     model = get_model("lear_log")
     assert model.name == "lear_log" and isinstance(model, Transformed) and model.kind == "log"
+    ens = get_model("lear_hgb_log")
+    assert isinstance(ens, Ensemble) and ens.geometric
+    assert [m.name for m in ens.members] == ["lear_log", "hgb_log"]
+
+
+def test_boosted_learns_an_interaction_lear_cannot(make_frame):
+    """Intensity jumps when load exceeds a threshold while wind is low (an import regime): trees find the
+    switch, the per-hour linear models only a slope."""
+    frame = make_frame(days=120, seed=3)
+    regime = (frame["load_forecast_mw"] > 42_000) & (frame["wind_forecast_mw"] < 10_000)
+    frame["carbon_g_per_kwh"] = 150.0 * np.where(regime, 2.0, 1.0) * np.exp(
+        np.random.default_rng(3).normal(0, 0.02, len(frame)))
+    errors = {}
+    for model in (get_model("hgb_log"), get_model("lear_log")):
+        fc, actual = [], []
+        for day in ("2022-04-10", "2022-04-17", "2022-04-24"):
+            history, future = split(frame, day)
+            out = model.predict(history, future[list(TASK.exog)], TASK)
+            assert list(out.columns) == list(TASK.columns) and (out["q10"] <= out["q90"]).all()
+            fc.append(out["forecast"].to_numpy())
+            actual.append(future["carbon_g_per_kwh"].to_numpy())
+        errors[model.name] = mape(np.concatenate(actual), np.concatenate(fc))
+    assert errors["hgb_log"] < 5.0 and errors["hgb_log"] < 0.5 * errors["lear_log"]
+
+
+def test_boosted_is_deterministic_and_forecasts_two_days(make_frame):
+    frame = carbon_frame(make_frame)
+    start = pd.Timestamp("2022-03-15", tz="UTC")
+    history, future = frame.loc[: start - pd.Timedelta(hours=1)], frame.loc[start : start + pd.Timedelta(hours=47)]
+    model = Transformed(Boosted(window_days=56, iterations=50), "log")
+    a = model.predict(history, future[list(TASK.exog)], TASK)
+    b = model.predict(history, future[list(TASK.exog)], TASK)
+    assert len(a) == 48 and np.isfinite(a.to_numpy()).all() and (a["forecast"] > 0).all()
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_geometric_ensemble_is_the_mean_of_logs(make_frame):
+    frame = carbon_frame(make_frame)
+    history, future = split(frame, "2022-03-20")
+    a, b = Transformed(SeasonalNaive(24), "log"), Transformed(SeasonalNaive(168, name="w"), "log", name="w")
+    ens = Ensemble((a, b), geometric=True)
+    out = ens.predict(history, future[list(TASK.exog)], TASK)
+    fa, fb = (m.predict(history, future[list(TASK.exog)], TASK) for m in (a, b))
+    np.testing.assert_allclose(out.to_numpy(), np.sqrt(fa.to_numpy() * fb.to_numpy()))
+    assert (out["q10"] <= out["forecast"]).all() and (out["forecast"] <= out["q90"]).all()
+    with pytest.raises(ForecastInputError, match="positive"):
+        ens.combine([fa, -fb])
 
 
 RAW = """timestamp_cet_local,price_eur_mwh,load_forecast_mw,generation_forecast_mw

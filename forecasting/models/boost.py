@@ -1,0 +1,103 @@
+"""Gradient-boosted trees on the LEAR inputs, one model for all hours of the day.
+
+A different learner on the same information as :class:`forecasting.models.lear.Lear`, meant to be averaged
+with it: trees capture thresholds and interactions (an import regime that switches with a neighbour's price)
+that the per-hour linear models cannot, while LEAR extrapolates trends that trees cannot.
+
+Each design row of a day (see :func:`forecasting.models.daily.design`) is unfolded into 24 rows, one per hour,
+with the values of that hour (the target of days d-1, d-2, d-3, d-7, every regressor on days d, d-1 and d-7)
+plus the hour, the weekday, yesterday's mean and last value of the target and each regressor's mean over day d.
+The target is the hour's value minus yesterday's mean (so that a level shift does not leave the trees'
+range) and the fitted model is scikit-learn's ``HistGradientBoostingRegressor`` with fixed iterations and seed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sklearn.ensemble import HistGradientBoostingRegressor
+
+from forecasting.models.base import assemble
+from forecasting.models.daily import DailyData, build_daily, forecast_days
+from forecasting.task import ForecastTask
+
+
+def hourly_features(x: np.ndarray, n_target_lags: int, n_exog_blocks: int, n_exog_lags: int) -> np.ndarray:
+    """Unfold design rows (days x features) into (days * 24) rows of per-hour features.
+
+    The design is ``n_target_lags`` blocks of 24 target values, ``n_exog_blocks * n_exog_lags`` blocks of 24
+    regressor values (lag-major within a regressor) and 7 weekday dummies.
+    """
+    days = x.shape[0]
+    hours = np.tile(np.arange(24, dtype=float), days)
+    dow = np.repeat(np.argmax(x[:, -7:], axis=1).astype(float), 24)
+    blocks = x[:, : 24 * (n_target_lags + n_exog_blocks * n_exog_lags)].reshape(days, -1, 24)
+    per_hour = blocks.transpose(0, 2, 1).reshape(days * 24, -1)  # every lagged value of the same hour
+    yesterday = blocks[:, 0, :]
+    daily = [np.repeat(yesterday.mean(axis=1), 24), np.repeat(yesterday[:, -1], 24)]
+    for e in range(n_exog_blocks):
+        daily.append(np.repeat(blocks[:, n_target_lags + e * n_exog_lags, :].mean(axis=1), 24))
+    return np.column_stack([hours, dow, per_hour, *daily])
+
+
+@dataclass(frozen=True, slots=True)
+class Boosted:
+    """Histogram gradient boosting over the hours of the LEAR inputs; see the module docstring.
+
+    Parameters
+    ----------
+    window_days : int
+        Calibration window [days] (shortened to the available history).
+    iterations, learning_rate, max_leaf_nodes, min_samples_leaf, l2 :
+        ``HistGradientBoostingRegressor`` settings (no early stopping, so a fit depends only on its data).
+    seed : int
+        Random state of the trees' binning subsample.
+    """
+
+    window_days: int = 364
+    iterations: int = 300
+    learning_rate: float = 0.05
+    max_leaf_nodes: int = 15
+    min_samples_leaf: int = 40
+    l2: float = 1.0
+    seed: int = 0
+    target_lags: tuple[int, ...] = (1, 2, 3, 7)
+    exog_lags: tuple[int, ...] = (0, 1, 7)
+    min_days: int = 28
+    name: str = "boosted"
+
+    def predict(self, history: pd.DataFrame, future: pd.DataFrame, task: ForecastTask) -> pd.DataFrame:
+        """Forecast whole days of ``task.target`` [unit of the target]."""
+        data = build_daily(
+            history, future, task, target_lags=self.target_lags, exog_lags=self.exog_lags,
+            min_days=self.min_days, name=self.name,
+        )
+        predictor = self.fit(data)
+        point, offsets = forecast_days(data, [predictor], task.quantiles)
+        return assemble(point, pd.DatetimeIndex(future.index), task, offsets)
+
+    def fit(self, data: DailyData) -> Callable[[np.ndarray], np.ndarray]:
+        """Fit on the last ``window_days`` complete days; returns design rows -> (rows x 24) forecasts."""
+        n_exog = len(data.exog)
+        unfold = lambda x: hourly_features(x, len(self.target_lags), n_exog, len(self.exog_lags))  # noqa: E731
+        x = data.x[-self.window_days :]
+        y = data.target[data.rows[-self.window_days :]]
+        base = x[:, :24].mean(axis=1)  # yesterday's mean
+        model = HistGradientBoostingRegressor(
+            max_iter=self.iterations, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
+            min_samples_leaf=self.min_samples_leaf, l2_regularization=self.l2, early_stopping=False,
+            random_state=self.seed,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(unfold(x), (y - base[:, None]).ravel())
+
+        def predictor(rows_x: np.ndarray) -> np.ndarray:
+            out = model.predict(unfold(rows_x)).reshape(len(rows_x), 24)
+            return out + rows_x[:, :24].mean(axis=1)[:, None]
+
+        return predictor
