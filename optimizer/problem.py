@@ -324,7 +324,7 @@ class SolveParams:
     max_cpsat_options: int = 20_000
     max_lp_jobs: int = 2_000
     max_cpsat_jobs: int = 500
-    recreate_share: float = 0.7
+    recreate_share: float = 0.9
 
 
 def durations_from_throughput(

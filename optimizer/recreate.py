@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from optimizer.bound import Choice, Multipliers, cumulative, evaluate
-from optimizer.candidates import _fits_option
+from optimizer.candidates import Candidates, _fits_option
 from optimizer.heuristic import Residual, Scanner, option_objective, penalised_objective
 from optimizer.tables import Tables
 
@@ -49,11 +49,12 @@ def ruin_recreate(
     tb: Tables,
     ch: Choice,
     m: Multipliers,
+    cand: Candidates | None = None,
     *,
     time_limit_s: float,
     seed: int = 0,
-    size: int = 24,
-    temperature: float = 0.025,
+    size: int = 32,
+    temperature: float = 0.01,
 ) -> Choice:
     """Ruin-and-recreate search from plan ``ch`` for ``time_limit_s`` [s].
 
@@ -65,6 +66,8 @@ def ruin_recreate(
         A plan that fits every capacity.
     m : Multipliers
         Capacity prices (LP duals or Lagrange multipliers) that pick the targeted moves.
+    cand : Candidates or None
+        Candidates at true objective (zero prices); their per-pair bounds cut the re-placement scans short.
     time_limit_s : float
         Wall-clock limit [s].
     seed : int
@@ -154,7 +157,7 @@ def ruin_recreate(
         ok = True
         for j_ in np.asarray(rest)[np.argsort(-keys)]:
             j = int(j_)
-            found = scan.best(j, res)
+            found = scan.best(j, res, cand.pairs(j) if cand is not None else None)
             if found is None:
                 ok = False
                 break

@@ -180,13 +180,23 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
             best, best_score = cand, _score(tb, cand)
         t = lap("repair", t)
     if not capped:
-        cand = improve_fast(tb, best, cand_ls, time_limit_s=max(0.05, 0.5 * share * left()))
+        fast_s = max(0.05, 0.5 * share * left())
+        fast_t0 = time.perf_counter()
+        cand = improve_fast(tb, best, cand_ls, time_limit_s=fast_s)
+        stalled = time.perf_counter() - fast_t0 < fast_s  # stopped on a pass without a move
         if _score(tb, cand) <= best_score:
             best, best_score = cand, _score(tb, cand)
-        if not use_cpsat and left() > 1.0:
+        if not use_cpsat and stalled and left() > 1.0:
             # single-job moves stall where a cheaper option is held by several jobs at once: move groups
+            # (skipped where the fast moves alone fill their time)
+            t = lap("improve_fast", t)
             cand = ruin_recreate(
-                tb, best, m, time_limit_s=params.recreate_share * share * left(), seed=params.random_seed
+                tb,
+                best,
+                m,
+                cand_ls,
+                time_limit_s=params.recreate_share * share * left(),
+                seed=params.random_seed,
             )
             if _score(tb, cand) <= best_score:
                 best, best_score = cand, _score(tb, cand)
