@@ -14,4 +14,4 @@ RUN pip install --no-cache-dir '.[runtimes]'
 RUN useradd --system --uid 1000 gridshift && mkdir -p /srv/gridshift/var && chown gridshift /srv/gridshift/var
 USER gridshift
 EXPOSE 8000
-CMD ["gunicorn", "--bind", "0.0.0.0:8000", "--workers", "4", "--timeout", "60", "app.wsgi:app"]
+CMD ["gunicorn", "--bind", "0.0.0.0:8000", "--workers", "4", "--timeout", "60", "--preload", "app.wsgi:app"]

@@ -76,6 +76,7 @@ def start_gunicorn(
         "60",
         "--log-level",
         "warning",
+        "--preload",
         *(["-c", os.environ["GS_GUNICORN_CONF"]] if os.environ.get("GS_GUNICORN_CONF") else []),
         "app.wsgi:app",
     ]
