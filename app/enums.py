@@ -56,6 +56,7 @@ class SeriesKind(StrEnum):
     LOAD = "load"  # actual load [MW]
     LOAD_FORECAST = "load_forecast"  # day-ahead load forecast [MW]
     WIND_SOLAR_FORECAST = "wind_solar_forecast"  # day-ahead wind + solar forecast [MW]
+    GENERATION_FORECAST = "generation_forecast"  # day-ahead aggregated generation forecast (ENTSO-E 14.1.C) [MW]
 
 
 SERIES_UNITS: dict[SeriesKind, str] = {
@@ -65,6 +66,7 @@ SERIES_UNITS: dict[SeriesKind, str] = {
     SeriesKind.LOAD: "MW",
     SeriesKind.LOAD_FORECAST: "MW",
     SeriesKind.WIND_SOLAR_FORECAST: "MW",
+    SeriesKind.GENERATION_FORECAST: "MW",
 }
 
 

@@ -11,9 +11,10 @@ Carbon intensity of BE, CH, ES and PL also takes the day-ahead prices of interco
 (``forecasting.sources.harmonized.CARBON_NEIGHBOURS``; a flow-traced intensity follows imports, and those
 prices are published with the zone's own the day before). A neighbour whose price is not stored over the
 whole history window is left out and the run's note says so (documented fallback: the model runs on the
-regressors it has). The benchmark's best carbon figures also use the zone's day-ahead generation
-forecast, for which ``market_series`` has no kind yet; production runs without it (the benchmark's
-``--no-generation-forecast`` figures).
+regressors it has). Carbon intensity also takes the zone's day-ahead generation forecast
+(``generation_forecast``, ENTSO-E's day-ahead aggregated generation) where it is stored over the history, as the
+benchmark's best figures do; a zone without it runs on the other regressors (the benchmark's
+``--no-generation-forecast`` figures), and one with it stored over part of the history only says so in the run.
 """
 
 from __future__ import annotations
@@ -124,6 +125,24 @@ def neighbour_prices(session: Session, zone: str, kind: SeriesKind, start: datet
     return used, left_out
 
 
+def generation_forecast(session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime,
+                        target: pd.Series) -> tuple[dict[str, pd.Series], str | None]:
+    """The zone's day-ahead generation forecast as a regressor (carbon intensity only), and a note when left out.
+
+    Used when it covers :data:`NEIGHBOUR_COVERAGE` of the target's history hours from the first one; a zone that
+    stores none is not noted (most do not), one that stores it over part of the history is.
+    """
+    if kind != SeriesKind.CARBON_INTENSITY:
+        return {}, None
+    gen = _series(session, zone, SeriesKind.GENERATION_FORECAST, start, end)
+    if gen.empty:
+        return {}, None
+    covered = gen.index.isin(target.index).sum()
+    if covered >= NEIGHBOUR_COVERAGE * len(target) and gen.index[0] <= target.index[0]:
+        return {SeriesKind.GENERATION_FORECAST.value: gen}, None
+    return {}, f"generation forecast covers {covered} of {len(target)} history hours: left out"
+
+
 def load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, horizon_hours: int) -> tuple[
     pd.DataFrame, pd.DataFrame, int
 ]:
@@ -140,6 +159,7 @@ def load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, hor
 def _load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, horizon_hours: int) -> tuple[
     pd.DataFrame, pd.DataFrame, int, list[str]
 ]:
+    """``load_frame`` and the run's notes on regressors left out."""
     start = now - timedelta(days=HISTORY_DAYS[kind])
     end = now + timedelta(hours=horizon_hours + 48)
     target = _series(session, zone, kind, start, now + timedelta(days=2))
@@ -154,7 +174,11 @@ def _load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, ho
     for reg in REGRESSORS[kind]:
         cols[reg.value] = _series(session, zone, reg, start, end)
     extra, left_out = neighbour_prices(session, zone, kind, start, end, target)
+    gen, gen_note = generation_forecast(session, zone, kind, start, end, target)
+    extra.update(gen)
     cols.update(extra)
+    notes = [f"neighbour price(s) {', '.join(left_out)} not stored over the history: left out"] if left_out else []
+    notes += [gen_note] if gen_note else []
     frame = pd.DataFrame(cols).sort_index()
     hist = frame.loc[: first - pd.Timedelta(hours=1)]
     hist = hist.loc[hist.index[0].ceil("D"):] if len(hist) else hist
@@ -170,7 +194,7 @@ def _load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, ho
         future[col] = values.reindex(future_index)
     if not np.isfinite(future.to_numpy(dtype=float)).all():
         raise ForecastInputError(f"{zone} {kind.value}: regressors missing for the forecast hours and the week before")
-    return hist, future, filled, left_out
+    return hist, future, filled, notes
 
 
 def refresh(
@@ -187,7 +211,7 @@ def refresh(
     session.add(run)
     session.commit()
     try:
-        history, future, filled, left_out = _load_frame(session, zone, kind, now, horizon_hours)
+        history, future, filled, frame_notes = _load_frame(session, zone, kind, now, horizon_hours)
         task = ForecastTask(kind.value, tuple(future.columns))
         # The models multiply matrices of a few hundred columns: BLAS threads only contend with each other and
         # with the other processes (a 7 x 3 refresh on 2 busy cores took 67 s with them, see README).
@@ -209,8 +233,7 @@ def refresh(
         run.points.append(ForecastPoint(ts=ts.to_pydatetime(), value=float(row["forecast"]), quantiles=quantiles))
     run.status, run.finished_at = ForecastRunStatus.SUCCEEDED, utcnow()
     notes = [f"{filled} regressor hours filled from the week before"] if filled else []
-    if left_out:
-        notes.append(f"neighbour price(s) {', '.join(left_out)} not stored over the history: left out")
+    notes += frame_notes
     run.error = "; ".join(notes) or None
     session.commit()
     log.info("forecast %s %s with %s: %d points", zone, kind.value, name, len(result))

@@ -4,9 +4,10 @@ Accepted CSV formats (gzip allowed):
 
 * **harmonized** (one zone per file; ../shared/data/harmonized/README.md): ``timestamp_utc`` plus any of
   ``price_eur_mwh``, ``load_mw``, ``load_forecast_mw``, ``solar_forecast_mw``, ``wind_onshore_forecast_mw``,
-  ``wind_offshore_forecast_mw``, ``renewable_share``, ``carbon_intensity_g_per_kwh``. Empty cells are gaps, not errors.
+  ``wind_offshore_forecast_mw``, ``renewable_share``, ``carbon_intensity_g_per_kwh``, ``generation_forecast_mw``.
+  Empty cells are gaps, not errors.
 * **long**: ``zone,kind,timestamp,value`` and optionally ``unit,source,issued_at``; one point per line; ``kind`` is
-  one of price, carbon_intensity, renewable_share, load, load_forecast, wind_solar_forecast.
+  one of price, carbon_intensity, renewable_share, load, load_forecast, wind_solar_forecast, generation_forecast.
 
 Timestamps must carry a UTC offset (``Z`` or ``+01:00``). A bad line fails the whole import with its line number;
 nothing is stored from a failed import.
@@ -40,9 +41,11 @@ HARMONIZED_COLUMNS: dict[str, SeriesKind] = {
     "load_forecast_mw": SeriesKind.LOAD_FORECAST,
     "renewable_share": SeriesKind.RENEWABLE_SHARE,
     "carbon_intensity_g_per_kwh": SeriesKind.CARBON_INTENSITY,
+    "generation_forecast_mw": SeriesKind.GENERATION_FORECAST,
 }
 WIND_SOLAR_COLUMNS = ("solar_forecast_mw", "wind_onshore_forecast_mw", "wind_offshore_forecast_mw")
-ZERO_IS_MISSING = {SeriesKind.LOAD, SeriesKind.LOAD_FORECAST}  # upstream wrote 0 for missing load
+# upstream (ENTSO-E via the harmonized and deepforkit files) wrote 0 for a missing load or generation forecast
+ZERO_IS_MISSING = {SeriesKind.LOAD, SeriesKind.LOAD_FORECAST, SeriesKind.GENERATION_FORECAST}
 MAX_ERRORS = 50
 
 
