@@ -122,11 +122,11 @@ def regions_json(db: Session) -> list[dict[str, Any]]:
             "power_kw": float(row.power_kw), "reason": row.reason,
         })
     inventory: dict[int, list[dict[str, Any]]] = {}
-    for row in db.execute(
+    for inv in db.execute(
         select(i.region_id, HardwareType.code, i.gpu_count).join(HardwareType, HardwareType.id == i.hardware_type_id)
         .order_by(i.id)
     ):
-        inventory.setdefault(row.region_id, []).append({"hardware": row.code, "gpu_count": row.gpu_count})
+        inventory.setdefault(inv.region_id, []).append({"hardware": inv.code, "gpu_count": inv.gpu_count})
     rows = db.execute(
         select(r.id, r.name, r.zone, r.timezone, r.currency, r.pue, r.power_budget_kw, r.residency_tags, r.code)
         .order_by(r.code)

@@ -190,7 +190,7 @@ def _load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, ho
     for col in future.columns:  # unpublished regressors: same hour one week earlier, in time order
         values = known[col]
         for ts in future_index[future[col].isna().to_numpy()]:
-            values[ts] = values.get(ts - pd.Timedelta(hours=168), np.nan)
+            values.at[ts] = values.get(ts - pd.Timedelta(hours=168), np.nan)
         future[col] = values.reindex(future_index)
     if not np.isfinite(future.to_numpy(dtype=float)).all():
         raise ForecastInputError(f"{zone} {kind.value}: regressors missing for the forecast hours and the week before")
@@ -221,14 +221,14 @@ def refresh(
             raise ForecastInputError(f"{zone} {kind.value}: model {name} produced non-finite values")
     except (ForecastInputError, KeyError, ValueError) as exc:
         session.rollback()
-        run = session.get(ForecastRun, run.id)
-        assert run is not None
-        run.status, run.error, run.finished_at = ForecastRunStatus.FAILED, str(exc), utcnow()
+        failed = session.get(ForecastRun, run.id)
+        assert failed is not None
+        failed.status, failed.error, failed.finished_at = ForecastRunStatus.FAILED, str(exc), utcnow()
         session.commit()
         log.warning("forecast refresh failed for %s %s with %s: %s", zone, kind.value, name, exc)
-        return RefreshOutcome(zone, kind, run.id, run.status, name, 0, str(exc))
+        return RefreshOutcome(zone, kind, failed.id, failed.status, name, 0, str(exc))
     qcols = [c for c in result.columns if c != "forecast"]
-    for ts, row in result.iterrows():
+    for ts, (_, row) in zip(pd.DatetimeIndex(result.index), result.iterrows(), strict=True):
         quantiles = {f"{int(c[1:]) / 100:g}": float(row[c]) for c in qcols}
         run.points.append(ForecastPoint(ts=ts.to_pydatetime(), value=float(row["forecast"]), quantiles=quantiles))
     run.status, run.finished_at = ForecastRunStatus.SUCCEEDED, utcnow()

@@ -90,6 +90,9 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
     if home and home not in fleet.regions:
         err("home_region", f"unknown region {home!r} (known: {', '.join(sorted(fleet.regions))})")
     release, deadline = fields.get("release_at"), fields.get("deadline_at")
+    for name, value in (("release_at", release), ("deadline_at", deadline)):
+        if value is None:
+            err(name, "required")
     if release is not None and deadline is not None and deadline <= release:
         err("deadline_at", "must be after release_at")
     if fields.get("checkpoint_overhead_minutes", 0) < 0:
@@ -119,6 +122,7 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
         err("gpu_count", f"no allowed region has {gpus} GPUs of an allowed hardware type ({', '.join(sorted(fits))})")
         return None, errs
     durations = {hw: d for hw, d in durations_for(fields, fleet).items() if hw in placeable}
+    assert release is not None and deadline is not None  # checked above
     window = (deadline - release).total_seconds() / 60.0
     if min(durations.values()) > window:
         fastest = min(durations, key=durations.__getitem__)

@@ -389,13 +389,13 @@ def _reserve_planned(session: Session, problem: OptProblem) -> OptProblem:
             g[k] += a.job.gpu_count
             p[k] += power
     new = []
-    for r in problem.regions:
-        per_slot = dict(r.inventory_per_slot)
+    for reg in problem.regions:
+        per_slot = dict(reg.inventory_per_slot)
         for (rc, h), used in gpu.items():
-            if rc == r.name:
-                per_slot[h] = tuple(max(0, r.gpus_at(h, k) - used[k]) for k in range(n))
-        base = tuple(r.base_kw_at(k) + kw.get(r.name, [0.0] * n)[k] for k in range(n))
-        new.append(OptRegion(r.name, r.price_per_mwh, r.carbon_g_per_kwh, r.power_budget_kw, r.inventory, r.pue, base,
-                             per_slot, r.currency))
+            if rc == reg.name:
+                per_slot[h] = tuple(max(0, reg.gpus_at(h, k) - used[k]) for k in range(n))
+        base = tuple(reg.base_kw_at(k) + kw.get(reg.name, [0.0] * n)[k] for k in range(n))
+        new.append(OptRegion(reg.name, reg.price_per_mwh, reg.carbon_g_per_kwh, reg.power_budget_kw, reg.inventory,
+                             reg.pue, base, per_slot, reg.currency))
     return OptProblem(problem.start, sm, n, tuple(new), problem.hardware, problem.jobs, problem.objective,
                       problem.currency, problem.fx_rates, problem.cost_scale)

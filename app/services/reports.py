@@ -243,7 +243,7 @@ def build_entries(
             region=a.region.code, hardware=a.hardware_type.code, gpu_count=job.gpu_count,
             start_at=start, end_at=end, runtime_job_id=run.runtime_job_id if run else None,
             energy_source=run.energy_source if metered and run else None,
-            planned_energy_kwh=a.energy_kwh, metered_energy_kwh=float(run.energy_kwh) if metered and run else None,
+            planned_energy_kwh=a.energy_kwh, metered_energy_kwh=float(run.energy_kwh) if metered and run and run.energy_kwh is not None else None,
             energy_kwh=energy, cost=cost * rate, currency=reporting, carbon_kg=carbon, carbon_market_kg=market,
             run_now_energy_kwh=a.run_now_energy_kwh,
             run_now_cost=None if a.run_now_cost is None else a.run_now_cost * rate,
