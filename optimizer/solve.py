@@ -186,9 +186,10 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         stalled = time.perf_counter() - fast_t0 < fast_s  # stopped on a pass without a move
         if _score(tb, cand) <= best_score:
             best, best_score = cand, _score(tb, cand)
-        if not use_cpsat and stalled and left() > 1.0:
+        if not use_cpsat and stalled and not (best.r < 0).any() and left() > 1.0:
             # single-job moves stall where a cheaper option is held by several jobs at once: move groups
-            # (skipped where the fast moves alone fill their time)
+            # (skipped where the fast moves alone fill their time, and while jobs are left out: only
+            # ``improve`` retries those, and their penalty outweighs any saving here)
             t = lap("improve_fast", t)
             cand = ruin_recreate(
                 tb,
