@@ -186,7 +186,13 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         stalled = time.perf_counter() - fast_t0 < fast_s  # stopped on a pass without a move
         if _score(tb, cand) <= best_score:
             best, best_score = cand, _score(tb, cand)
-        if not use_cpsat and stalled and not (best.r < 0).any() and left() > 1.0:
+        if (
+            not use_cpsat
+            and stalled
+            and params.recreate_share > 0
+            and not (best.r < 0).any()
+            and left() > 1.0
+        ):
             # single-job moves stall where a cheaper option is held by several jobs at once: move groups
             # (skipped where the fast moves alone fill their time, and while jobs are left out: only
             # ``improve`` retries those, and their penalty outweighs any saving here)
@@ -277,6 +283,21 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
                     best, best_score = cand, _score(tb, cand)
                     notes.append("priced placement at the resumed multipliers improved the plan")
                 t = lap("priced_greedy_resumed", t)
+    if (
+        not capped
+        and not use_cpsat
+        and params.recreate_share > 0
+        and np.isfinite(best_score)
+        and not (best.r < 0).any()
+        and left() > 2.0 + 2 * eval_s
+    ):
+        # time no step above could use (the resumed ascent keeps a share it may not need): more group moves
+        cand = ruin_recreate(
+            tb, best, m, cand_ls, time_limit_s=left() - 0.3 - 2 * eval_s, seed=params.random_seed + 1
+        )
+        if _score(tb, cand) <= best_score:
+            best, best_score = cand, _score(tb, cand)
+        t = lap("ruin_recreate_end", t)
     if not np.isfinite(best_score):
         notes.append("no plan found within the cost cap")
     penalised = penalised_objective(tb, best)
