@@ -149,7 +149,7 @@ def demo_seed(data_dir: Path | None, seed: int, n_jobs: int) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True)
 def web(host: str, port: int) -> None:
-    """Serve the API and dashboard (use gunicorn 'app.wsgi:app' in production)."""
+    """Serve the API and dashboard (use gunicorn --preload 'app.wsgi:app' in production)."""
     from werkzeug.serving import run_simple
 
     from app import create_app
