@@ -124,7 +124,7 @@ def column_generation(
     time_limit_s: float,
     max_rounds: int = 50,
     per_class: int = 4,
-    rel_tol: float = 3e-4,
+    rel_tol: float = 3e-5,
 ) -> tuple[float, Multipliers, dict]:
     """Lower bound and capacity prices from the LP of the aggregated model.
 
@@ -161,6 +161,8 @@ def column_generation(
     info: dict[str, Any] = {"rounds": 0, "columns": 0, "lp_value": None, "converged": False, "primal": None}
     trace: list[tuple[float, float]] = []
     info["trace"] = trace
+    recent: list[Multipliers] = []  # duals of every round (the primal heuristics price with the last few)
+    info["recent_duals"] = recent
     for _ in range(max_rounds):
         remaining = time_limit_s - (time.perf_counter() - t0)
         if remaining <= 0:
@@ -179,6 +181,7 @@ def column_generation(
         trace.append((round(lp_value, 4), round(value, 4)))
         if value > best:
             best, best_m = value, m
+        recent.append(m)
         if lp_value - best <= rel_tol * max(1.0, abs(lp_value)):
             info["converged"] = True
             break
