@@ -51,7 +51,7 @@ def _lear_log() -> Model:
 
 
 def _hgb_log() -> Model:
-    return Transformed(Boosted(window_days=364), "log", name="hgb_log")
+    return Transformed(Boosted(window_days=364, differences=True), "log", name="hgb_log")
 
 
 # Carbon intensity: the same LEAR fitted to log(carbon intensity), so that errors are relative (MAPE).

@@ -7,6 +7,8 @@ that the per-hour linear models cannot, while LEAR extrapolates trends that tree
 Each design row of a day (see :func:`forecasting.models.daily.design`) is unfolded into 24 rows, one per hour,
 with the values of that hour (the target of days d-1, d-2, d-3, d-7, every regressor on days d, d-1 and d-7)
 plus the hour, the weekday, yesterday's mean and last value of the target and each regressor's mean over day d.
+With ``differences`` (the registered ``hgb_log``) the day-to-day changes are features too: each lagged target
+value minus yesterday's mean, and each regressor's change from day d-1 to day d, per hour and in its daily mean.
 The target is the hour's value minus yesterday's mean (so that a level shift does not leave the trees'
 range) and the fitted model is scikit-learn's ``HistGradientBoostingRegressor`` with fixed iterations and seed.
 """
@@ -26,11 +28,16 @@ from forecasting.models.daily import DailyData, build_daily, forecast_days
 from forecasting.task import ForecastTask
 
 
-def hourly_features(x: np.ndarray, n_target_lags: int, n_exog_blocks: int, n_exog_lags: int) -> np.ndarray:
+def hourly_features(
+    x: np.ndarray, n_target_lags: int, n_exog_blocks: int, n_exog_lags: int, differences: bool = False
+) -> np.ndarray:
     """Unfold design rows (days x features) into (days * 24) rows of per-hour features.
 
     The design is ``n_target_lags`` blocks of 24 target values, ``n_exog_blocks * n_exog_lags`` blocks of 24
-    regressor values (lag-major within a regressor) and 7 weekday dummies.
+    regressor values (lag-major within a regressor) and 7 weekday dummies. With ``differences`` the rows also
+    hold each lagged target value minus yesterday's mean and, per regressor, the change of its hour and of its
+    daily mean between its first two lags (day d against day d-1 with the default lags): trees split on one feature at a
+    time, so a change that drives the target has to be a feature of its own.
     """
     days = x.shape[0]
     hours = np.tile(np.arange(24, dtype=float), days)
@@ -41,6 +48,15 @@ def hourly_features(x: np.ndarray, n_target_lags: int, n_exog_blocks: int, n_exo
     daily = [np.repeat(yesterday.mean(axis=1), 24), np.repeat(yesterday[:, -1], 24)]
     for e in range(n_exog_blocks):
         daily.append(np.repeat(blocks[:, n_target_lags + e * n_exog_lags, :].mean(axis=1), 24))
+    if differences:
+        level = yesterday.mean(axis=1)[:, None]
+        for k in range(n_target_lags):
+            daily.append((blocks[:, k, :] - level).ravel())
+        if n_exog_lags >= 2:
+            for e in range(n_exog_blocks):
+                first, second = blocks[:, n_target_lags + e * n_exog_lags], blocks[:, n_target_lags + e * n_exog_lags + 1]
+                daily.append((first - second).ravel())
+                daily.append(np.repeat(first.mean(axis=1) - second.mean(axis=1), 24))
     return np.column_stack([hours, dow, per_hour, *daily])
 
 
@@ -56,6 +72,8 @@ class Boosted:
         ``HistGradientBoostingRegressor`` settings (no early stopping, so a fit depends only on its data).
     seed : int
         Random state of the trees' binning subsample.
+    differences : bool
+        Add day-to-day changes as features (see :func:`hourly_features`).
     """
 
     window_days: int = 364
@@ -65,6 +83,7 @@ class Boosted:
     min_samples_leaf: int = 40
     l2: float = 1.0
     seed: int = 0
+    differences: bool = False
     target_lags: tuple[int, ...] = (1, 2, 3, 7)
     exog_lags: tuple[int, ...] = (0, 1, 7)
     min_days: int = 28
@@ -83,7 +102,9 @@ class Boosted:
     def fit(self, data: DailyData) -> Callable[[np.ndarray], np.ndarray]:
         """Fit on the last ``window_days`` complete days; returns design rows -> (rows x 24) forecasts."""
         n_exog = len(data.exog)
-        unfold = lambda x: hourly_features(x, len(self.target_lags), n_exog, len(self.exog_lags))  # noqa: E731
+        unfold = lambda x: hourly_features(  # noqa: E731
+            x, len(self.target_lags), n_exog, len(self.exog_lags), self.differences
+        )
         x = data.x[-self.window_days :]
         y = data.target[data.rows[-self.window_days :]]
         base = x[:, :24].mean(axis=1)  # yesterday's mean

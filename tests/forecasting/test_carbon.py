@@ -11,6 +11,7 @@ import pytest
 from forecasting.errors import ForecastInputError
 from forecasting.metrics import mape
 from forecasting.models import Boosted, Ensemble, Lear, SeasonalNaive, Transformed, get_model
+from forecasting.models.boost import hourly_features
 from forecasting.sources.deepforkit import _parse_deepforkit
 from forecasting.sources.harmonized import CARBON_NEIGHBOURS, NEIGHBOURS
 from forecasting.task import ForecastTask
@@ -100,6 +101,23 @@ def test_boosted_is_deterministic_and_forecasts_two_days(make_frame):
     b = model.predict(history, future[list(TASK.exog)], TASK)
     assert len(a) == 48 and np.isfinite(a.to_numpy()).all() and (a["forecast"] > 0).all()
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_hourly_features_unfold_a_day_and_its_changes():
+    """Two target lags, one regressor on days d and d-1: hour h of the unfolded row holds that hour's values,
+    and with ``differences`` the target's deviations from yesterday's mean and the regressor's day-to-day change."""
+    rng = np.random.default_rng(0)
+    target1, target2, exog0, exog1 = (rng.normal(size=24) for _ in range(4))
+    dow = np.eye(7)[2]
+    x = np.concatenate([target1, target2, exog0, exog1, dow])[None, :]
+    plain = hourly_features(x, 2, 1, 2)
+    rows = hourly_features(x, 2, 1, 2, differences=True)
+    assert plain.shape == (24, 2 + 4 + 3) and rows.shape == (24, 9 + 2 + 2)
+    h = 5
+    np.testing.assert_allclose(rows[h, :6], [h, 2, target1[h], target2[h], exog0[h], exog1[h]])
+    np.testing.assert_allclose(rows[h, 6:9], [target1.mean(), target1[-1], exog0.mean()])
+    np.testing.assert_allclose(rows[h, 9:], [target1[h] - target1.mean(), target2[h] - target1.mean(),
+                                             exog0[h] - exog1[h], exog0.mean() - exog1.mean()])
 
 
 def test_geometric_ensemble_is_the_mean_of_logs(make_frame):
