@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flask import Flask, current_app, g, request
+from flask import Flask, current_app, g, has_request_context, request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -61,6 +61,4 @@ def db_session() -> Session:
 
 
 def _is_api_read() -> bool:
-    from flask import has_request_context
-
     return has_request_context() and request.method in ("GET", "HEAD") and request.path.startswith("/api/")

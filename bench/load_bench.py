@@ -77,7 +77,6 @@ def start_gunicorn(
         "--log-level",
         "warning",
         "--preload",
-        *(["-c", os.environ["GS_GUNICORN_CONF"]] if os.environ.get("GS_GUNICORN_CONF") else []),
         "app.wsgi:app",
     ]
     proc = subprocess.Popen(

@@ -120,10 +120,9 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     cls, rep, counts = build_classes(tb)
     lp_converged = False
     cand_ls = cand0
-    starts = [
-        best
-    ]  # plans the fast moves start from on the LP path (the best one first is not always best after)
-    if not capped and params.max_lp_jobs >= tb.J:
+    starts = [best]  # plans the fast moves start from on the LP path (the best one first is not always best after)
+    lp_path = not capped and params.max_lp_jobs >= tb.J
+    if lp_path:
         lower, m, info = column_generation(tb, cls, rep, counts, [best, ch0], time_limit_s=0.7 * left())
         t = lap("lp_colgen", t)
         notes.append(
@@ -151,7 +150,6 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         notes.append(f"lagrangian iterations={len(history)}")
     big_first = size_order(tb)
     tries = [(m, m.nu, big_first), (m, m.nu, order)] + ([(m, m.nu * 2 + 1e-3, big_first)] if capped else [])
-    lp_path = not capped and params.max_lp_jobs >= tb.J
     if lp_path:
         # the LP is degenerate: duals of the last rounds price the same capacity differently, and which of
         # them leads to the lowest plan varies (placements take ~0.1 s at 1,000 jobs)
@@ -194,7 +192,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         # on the LP path every start (greedy, rounding, priced placements) without jobs left out goes through the
         # fast moves: which one ends lowest varies (seed 1: 711 -> 689 from the best start, 752 -> 666 from greedy)
         pool = [best]
-        if params.max_lp_jobs >= tb.J:
+        if lp_path:
             pool += [c for c in starts if c is not best and not (c.r < 0).any()]
         stalled = True
         for start in pool:

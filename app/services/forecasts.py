@@ -105,6 +105,15 @@ def _series(session: Session, zone: str, kind: SeriesKind, start: datetime, end:
     return s[~s.index.duplicated(keep="last")]  # several sources: the latest import wins
 
 
+def _covers(series: pd.Series, target: pd.Series) -> int | None:
+    """Hours of ``target``'s history that ``series`` covers, or None when that is enough to use it as a regressor
+    (:data:`NEIGHBOUR_COVERAGE` of the hours, from the first one on)."""
+    covered = int(series.index.isin(target.index).sum()) if len(series) else 0
+    if covered >= NEIGHBOUR_COVERAGE * len(target) and series.index[0] <= target.index[0]:
+        return None
+    return covered
+
+
 def neighbour_prices(session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime,
                      target: pd.Series) -> tuple[dict[str, pd.Series], list[str]]:
     """Day-ahead prices of the interconnected zones (carbon intensity only), keyed ``price@ZONE``.
@@ -117,8 +126,7 @@ def neighbour_prices(session: Session, zone: str, kind: SeriesKind, start: datet
     used, left_out = {}, []
     for other in CARBON_NEIGHBOURS.get(zone, ()):
         price = _series(session, other, SeriesKind.PRICE, start, end)
-        covered = price.index.isin(target.index).sum() if len(price) else 0
-        if covered >= NEIGHBOUR_COVERAGE * len(target) and price.index[0] <= target.index[0]:
+        if _covers(price, target) is None:
             used[f"{SeriesKind.PRICE.value}@{other}"] = price
         else:
             left_out.append(other)
@@ -137,8 +145,8 @@ def generation_forecast(session: Session, zone: str, kind: SeriesKind, start: da
     gen = _series(session, zone, SeriesKind.GENERATION_FORECAST, start, end)
     if gen.empty:
         return {}, None
-    covered = gen.index.isin(target.index).sum()
-    if covered >= NEIGHBOUR_COVERAGE * len(target) and gen.index[0] <= target.index[0]:
+    covered = _covers(gen, target)
+    if covered is None:
         return {SeriesKind.GENERATION_FORECAST.value: gen}, None
     return {}, f"generation forecast covers {covered} of {len(target)} history hours: left out"
 

@@ -225,9 +225,13 @@ def build_entries(
         run = runs.get(job.id)
         reporting = currency_of.get(job.tenant_id, "EUR")
         rate = _rate(fx_rates, a.currency, reporting)
-        metered = run is not None and run.energy_kwh is not None and run.finished_at is not None
-        if metered and run is not None and run.energy_kwh is not None:
-            energy = float(run.energy_kwh) * (a.region.pue or 1.0)  # metered IT energy -> facility energy
+        metered_kwh = (
+            float(run.energy_kwh) if run is not None and run.energy_kwh is not None and run.finished_at is not None
+            else None
+        )
+        metered = metered_kwh is not None
+        if metered_kwh is not None and run is not None:
+            energy = metered_kwh * (a.region.pue or 1.0)  # metered IT energy -> facility energy
             per_kwh_cost = a.cost / a.energy_kwh if a.energy_kwh else 0.0
             per_kwh_carbon = a.carbon_kg / a.energy_kwh if a.energy_kwh else 0.0
             cost = run.cost if run.cost is not None else energy * per_kwh_cost
@@ -243,7 +247,7 @@ def build_entries(
             region=a.region.code, hardware=a.hardware_type.code, gpu_count=job.gpu_count,
             start_at=start, end_at=end, runtime_job_id=run.runtime_job_id if run else None,
             energy_source=run.energy_source if metered and run else None,
-            planned_energy_kwh=a.energy_kwh, metered_energy_kwh=float(run.energy_kwh) if metered and run and run.energy_kwh is not None else None,
+            planned_energy_kwh=a.energy_kwh, metered_energy_kwh=metered_kwh,
             energy_kwh=energy, cost=cost * rate, currency=reporting, carbon_kg=carbon, carbon_market_kg=market,
             run_now_energy_kwh=a.run_now_energy_kwh,
             run_now_cost=None if a.run_now_cost is None else a.run_now_cost * rate,
