@@ -47,6 +47,7 @@ class RunState(StrEnum):
 
 
 TERMINAL_RUN_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.LOST})
+ACTIVE_RUN_STATES = (RunState.DISPATCHING, RunState.SUBMITTED, RunState.RUNNING)
 
 
 class SeriesKind(StrEnum):

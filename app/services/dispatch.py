@@ -32,7 +32,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.enums import TERMINAL_RUN_STATES, JobState, RunState
+from app.enums import ACTIVE_RUN_STATES, TERMINAL_RUN_STATES, JobState, RunState
 from app.models import Assignment, Cluster, HardwareType, Job, Plan, Region, Run
 from app.services import jobs as job_service
 from app.services.dispatch_failures import requeue_after_failure
@@ -40,7 +40,6 @@ from app.services.fleet import snapshot
 from connectors.base import ClusterConnector, ConfigError, ConnectorError, JobSpec
 from connectors.registry import get_connector
 
-ACTIVE_RUN_STATES = (RunState.DISPATCHING, RunState.SUBMITTED, RunState.RUNNING)
 #: Extra wall-clock time a run gets beyond its planned duration before the runtime stops it [fraction].
 TIME_LIMIT_MARGIN = 0.5
 #: ... and at least this much [min].

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
-from app.enums import ForecastRunStatus, SeriesKind
+from app.enums import ACTIVE_RUN_STATES, ForecastRunStatus, SeriesKind
 from app.models import (
     Assignment,
     ForecastPoint,
@@ -24,6 +24,7 @@ from app.models import (
     MarketSeries,
     Plan,
     Region,
+    Run,
 )
 
 KINDS = (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY)
@@ -130,15 +131,18 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
         .order_by(Region.code)
     ))
     plan_id = session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
-    assignments: list[Any] = []
-    if plan_id is not None:
-        assignments = list(session.execute(  # plain rows, not objects: a plan may hold many thousand jobs
-            select(Assignment.region_id, HardwareType.code.label("hardware"), Assignment.start_at, Assignment.end_at,
-                   Assignment.chunks, Assignment.energy_kwh, Job.gpu_count)
-            .join(Job, Job.id == Assignment.job_id)
-            .join(HardwareType, HardwareType.id == Assignment.hardware_type_id)
-            .where(Assignment.plan_id == plan_id, Assignment.end_at > start, Assignment.start_at < end)
-        ).all())
+    # The current plan's assignments and, whichever plan they came from, those that active runs execute (a
+    # dispatched job is not in later plans). Plain rows, not objects: a plan may hold many thousand jobs.
+    executing = select(Run.assignment_id).where(Run.state.in_(ACTIVE_RUN_STATES), Run.assignment_id.is_not(None))
+    shown = Assignment.id.in_(executing) if plan_id is None else or_(Assignment.plan_id == plan_id,
+                                                                     Assignment.id.in_(executing))
+    assignments: list[Any] = list(session.execute(
+        select(Assignment.region_id, HardwareType.code.label("hardware"), Assignment.start_at, Assignment.end_at,
+               Assignment.chunks, Assignment.energy_kwh, Job.gpu_count)
+        .join(Job, Job.id == Assignment.job_id)
+        .join(HardwareType, HardwareType.id == Assignment.hardware_type_id)
+        .where(shown, Assignment.end_at > start, Assignment.start_at < end)
+    ).all())
     load: dict[int, list[float]] = defaultdict(lambda: [0.0] * len(slots))
     in_use: dict[tuple[int, str], int] = defaultdict(int)
     peak: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0] * len(slots))

@@ -4,7 +4,8 @@ The Problem covers ``horizon_hours`` from ``now`` (floored to the slot) in slots
 
 * regions with their PUE, power budget per slot (the lowest override covering a slot wins), GPU inventory;
 * capacity already held by work that has been dispatched (states dispatching/submitted/running) is taken off
-  the inventory and the power budget, slot by slot, from its assignment in the current plan;
+  the inventory and the power budget, slot by slot, from the assignment its active run executes (whichever
+  plan that came from: later plans hold none for it);
 * prices and carbon intensity per region zone: the latest succeeded forecast run's points where present,
   else the realised market series; a slot with neither is NaN (jobs that cannot avoid it are left out with
   the reason ``invalid_prices``);
@@ -29,7 +30,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
 from app.config import Settings
-from app.enums import ForecastRunStatus, JobState, PlanStatus, SeriesKind
+from app.enums import ACTIVE_RUN_STATES, ForecastRunStatus, JobState, PlanStatus, SeriesKind
 from app.errors import FieldError, ValidationFailed
 from app.models import (
     Assignment,
@@ -40,10 +41,12 @@ from app.models import (
     MarketSeries,
     Plan,
     Region,
+    Run,
     UnplannedJob,
 )
 from app.services import jobs as job_service
 from app.services.fleet import FleetSnapshot, snapshot
+from app.services.overview import running_intervals
 from optimizer import (
     SOLVERS,
     Objective,
@@ -191,18 +194,15 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
     hardware = tuple(OptHardware(c, h.memory_gb, h.tdp_w / 1000.0, fleet.throughput(c, "default")) for c, h in hw_rows.items())
     held_gpu: dict[tuple[str, str], list[int]] = {}
     held_kw: dict[str, list[float]] = {}
-    current = session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()))
-    if current is not None:
-        for a in session.scalars(
-            select(Assignment).join(Job, Job.id == Assignment.job_id)
-            .where(Assignment.plan_id == current.id, Job.state.in_(HOLDING_STATES), Assignment.end_at > start)
-            .options(selectinload(Assignment.job), selectinload(Assignment.region), selectinload(Assignment.hardware_type))
-        ):
-            r, h, job = a.region.code, a.hardware_type.code, a.job
-            kw = job.gpu_count * fleet.power_w(h, job.workload_class.value) / 1000.0 * a.region.pue
-            gpu = held_gpu.setdefault((r, h), [0] * n)
-            power = held_kw.setdefault(r, [0.0] * n)
-            for k in range(max(0, _slot(start, sm, a.start_at, up=False)), min(n, _slot(start, sm, a.end_at, up=True))):
+    for a in held_assignments(session):
+        r, h, job = a.region.code, a.hardware_type.code, a.job
+        kw = job.gpu_count * fleet.power_w(h, job.workload_class.value) / 1000.0 * a.region.pue
+        gpu = held_gpu.setdefault((r, h), [0] * n)
+        power = held_kw.setdefault(r, [0.0] * n)
+        for first, last in running_intervals(a):
+            # A run still going past its planned end holds at least the slot it is in now.
+            last = max(last, start + timedelta(minutes=sm))
+            for k in range(max(0, _slot(start, sm, first, up=False)), min(n, _slot(start, sm, last, up=True))):
                 gpu[k] += job.gpu_count
                 power[k] += kw
     regions = []
@@ -231,6 +231,19 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
     problem = OptProblem(start, sm, n, tuple(regions), hardware, opt_jobs, objective=objective_of(settings, objective),
                          currency=settings.reporting_currency, fx_rates=fx)
     return problem, fleet
+
+
+def held_assignments(session: Session) -> list[Assignment]:
+    """The assignments that dispatched work executes: the one of each active run, whichever plan it came from.
+
+    A job leaves the open set once dispatched, so later plans hold no assignment for it; its capacity stays taken
+    until its run ends (the run records the assignment it executes).
+    """
+    return list(session.scalars(
+        select(Assignment).join(Run, Run.assignment_id == Assignment.id).join(Job, Job.id == Run.job_id)
+        .where(Run.state.in_(ACTIVE_RUN_STATES), Job.state.in_(HOLDING_STATES))
+        .options(selectinload(Assignment.job), selectinload(Assignment.region), selectinload(Assignment.hardware_type))
+    ).unique())
 
 
 def _params(settings: Settings) -> SolveParams:

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from app.enums import JobState, PlanStatus, SeriesKind, WorkloadClass
-from app.models import Assignment, Job, MarketSeries, Plan, PowerBudgetOverride, Region, UnplannedJob
+from app.enums import JobState, PlanStatus, RunState, SeriesKind, WorkloadClass
+from app.models import Assignment, Job, MarketSeries, Plan, PowerBudgetOverride, Region, Run, UnplannedJob
 from app.services import auth
 from app.services.planning import plan_fleet, preview_job
 
@@ -213,3 +213,53 @@ def test_job_cancelled_while_the_solver_runs_stays_cancelled(app, session, setti
     assert session.get(Job, keep.id).state is JobState.PLANNED
     planned = set(session.scalars(select(Assignment.job_id).where(Assignment.plan_id == record.plan_id)))
     assert planned == {keep.id} and record.n_assigned == 1
+
+
+def _start_running(session, job: Job, plan_id: int) -> Assignment:
+    """Mark ``job`` as running the assignment ``plan_id`` gave it, as dispatch and the status sync would."""
+    asg = session.scalar(select(Assignment).where(Assignment.plan_id == plan_id, Assignment.job_id == job.id))
+    job.state = JobState.RUNNING
+    session.add(Run(job_id=job.id, assignment_id=asg.id, attempt=1, run_key=f"gs-{job.id}-1-h100-abcdef",
+                    state=RunState.RUNNING))
+    session.commit()
+    return asg
+
+
+def test_running_job_keeps_its_gpus_through_later_replans(session, settings, market, now):
+    """A running job's GPUs stay taken in every later plan, not only the first one after its dispatch.
+
+    All 16 DE H100s go to ``first`` in the cheap hours 5-7; after two re-plans a second job wanting the same
+    GPUs must still be placed around it.
+    """
+    first = add_job(session, now, name="first", gpu_count=16, reference_gpu_hours=32.0, allowed_regions=["de"],
+                    allowed_hardware=["h100"])
+    r1 = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    held = _start_running(session, first, r1.plan_id)
+    plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="hourly")  # holds no row for it
+    session.commit()
+    second = add_job(session, now, name="second", gpu_count=16, reference_gpu_hours=32.0, allowed_regions=["de"],
+                     allowed_hardware=["h100"])
+    r3 = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    placed = session.scalar(select(Assignment).where(Assignment.plan_id == r3.plan_id, Assignment.job_id == second.id))
+    assert (held.start_at, held.end_at) == (now + timedelta(hours=5), now + timedelta(hours=7))
+    assert placed.end_at <= held.start_at or placed.start_at >= held.end_at
+
+
+def test_run_past_its_planned_end_still_holds_the_current_slot(session, settings, market, now):
+    """A run still going after its planned end keeps its GPUs for the slot it is in (it still draws power)."""
+    first = add_job(session, now, name="late", gpu_count=16, reference_gpu_hours=32.0, allowed_regions=["de"],
+                    allowed_hardware=["h100"])
+    r1 = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    _start_running(session, first, r1.plan_id)
+    later = now + timedelta(hours=8)  # the run was planned to end at now + 7 h
+    second = add_job(session, later, name="next", gpu_count=16, reference_gpu_hours=16.0,
+                     deadline_at=later + timedelta(hours=1), allowed_regions=["de"], allowed_hardware=["h100"])
+    r2 = plan_fleet(session, settings, now=later, horizon_hours=48, objective="cost", trigger="manual")
+    session.commit()
+    placed = session.scalar(select(Assignment).where(Assignment.plan_id == r2.plan_id, Assignment.job_id == second.id))
+    left_out = session.scalar(select(UnplannedJob).where(UnplannedJob.plan_id == r2.plan_id,
+                                                         UnplannedJob.job_id == second.id))
+    assert placed is None and left_out is not None  # its only hour is still taken

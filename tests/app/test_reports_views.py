@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import select
 
-from app.enums import ForecastRunStatus, Role, SeriesKind
-from app.models import ForecastPoint, ForecastRun, MarketSeries
+from app.enums import ForecastRunStatus, JobState, Role, RunState, SeriesKind
+from app.models import Assignment, ForecastPoint, ForecastRun, Job, MarketSeries, Run
 from app.services import fleet, overview
 from tests.app.test_reports_support import Planned, make_plan, submit
 from tests.conftest import job_payload, make_token
@@ -79,6 +80,21 @@ def test_overview_power_budget_and_gpus_in_use(session, planned, now):
     gpus = {g["hardware"]: g for g in de.gpus}
     assert gpus["h100"]["in_use_now"] == 4 and gpus["a100"]["in_use_now"] == 4 and gpus["h100"]["inventory"] == 16
     assert views["fi"].planned_kw == [0.0] * 8
+
+
+def test_overview_counts_work_running_from_an_older_plan(session, planned, now):
+    """A running job appears in GPUs in use and planned power after later plans (which hold no row for it)."""
+    _tokens, a, b = planned
+    asg = session.scalar(select(Assignment).where(Assignment.job_id == a[0]))
+    session.get(Job, a[0]).state = JobState.RUNNING
+    session.add(Run(job_id=a[0], assignment_id=asg.id, run_key="gs-1-1-h100-abcdef", state=RunState.RUNNING))
+    session.commit()
+    make_plan(session, now, [Planned(b[0], "de", "a100", now + timedelta(hours=1), 3, 60.0, 5.0, 20.0, 6.0, 25.0)])
+    at = now + timedelta(hours=2, minutes=30)
+    de = next(r for r in overview.regions_overview(session, at, hours_back=3, hours_ahead=5) if r.code == "de")
+    gpus = {g["hardware"]: g for g in de.gpus}
+    assert gpus["h100"]["in_use_now"] == 4 and gpus["a100"]["in_use_now"] == 4
+    assert de.planned_kw[{t: i for i, t in enumerate(de.slots)}[now + timedelta(hours=2)]] == pytest.approx(70.0)
 
 
 def test_overview_series_realised_until_now_and_forecast_interval(session, planned, now):
