@@ -24,6 +24,7 @@ class JobState(StrEnum):
     DISPATCHING = "dispatching"
     SUBMITTED = "submitted"
     RUNNING = "running"
+    PAUSED = "paused"  # an interruptible job between two chunks of its assignment; resumes at jobs.resume_at
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"

@@ -165,6 +165,7 @@ class Job(Base):
     env: Mapped[dict[str, Any]] = mapped_column(default=dict)
     state: Mapped[JobState] = mapped_column(_enum(JobState, "job_state"), default=JobState.PENDING)
     state_reason: Mapped[str | None] = mapped_column(Text)
+    resume_at: Mapped[datetime | None]  # state paused: planned start of the next chunk
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     events: Mapped[list[JobEvent]] = relationship(
@@ -318,6 +319,7 @@ class Run(Base):
     assignment_id: Mapped[int | None] = mapped_column(ForeignKey("assignments.id", ondelete="SET NULL"))
     cluster_id: Mapped[int | None] = mapped_column(ForeignKey("clusters.id", ondelete="SET NULL"))
     attempt: Mapped[int] = mapped_column(Integer, default=1)
+    chunk_index: Mapped[int | None] = mapped_column(Integer)  # which chunk of a chunked assignment (from 0)
     run_key: Mapped[str] = mapped_column(String(64), unique=True)
     state: Mapped[RunState] = mapped_column(_enum(RunState, "run_state"), default=RunState.DISPATCHING)
     runtime_job_id: Mapped[str | None] = mapped_column(String(128))

@@ -90,6 +90,10 @@ class JobOut(Schema):
     env = fields.Dict(keys=fields.String(), values=fields.String())
     state = fields.Enum(JobState, by_value=True)
     state_reason = fields.String(allow_none=True)
+    resume_at = fields.DateTime(
+        format="iso", allow_none=True,
+        metadata={"description": "state paused: planned start of the next chunk of an interruptible job"},
+    )
     batch_id = fields.String(allow_none=True)
     created_at = fields.DateTime(format="iso")
 
@@ -129,6 +133,7 @@ def job_json(job: Any) -> dict[str, Any]:
         "env": {str(k): str(v) for k, v in (job.env or {}).items()},
         "state": job.state.value,
         "state_reason": job.state_reason,
+        "resume_at": None if job.resume_at is None else job.resume_at.isoformat(),
         "batch_id": job.batch_id,
         "created_at": job.created_at.isoformat(),
     }
@@ -164,6 +169,9 @@ class RunOut(Schema):
 
     id = fields.Integer()
     attempt = fields.Integer()
+    chunk_index = fields.Integer(
+        allow_none=True, metadata={"description": "chunk of an interruptible job this run executes, from 0"}
+    )
     state = fields.String()
     cluster = fields.Function(lambda r: r.cluster.name if r.cluster is not None else None, allow_none=True)
     runtime_job_id = fields.String(allow_none=True)

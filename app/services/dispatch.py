@@ -14,6 +14,12 @@ job follows it. Exactly-once comes from three guards:
    the embedded broker lost the message) is re-claimed by the tick and submitted again, which guard 2 makes
    safe.
 
+An interruptible job whose assignment the planner split into chunks runs as one run per chunk: the run of chunk
+*k* is claimed when that chunk is due, gets the chunk's length as its time limit (plus ``CHUNK_GRACE_MINUTES`` if
+more chunks follow) and ``GRIDSHIFT_CHUNK_INDEX``, ``GRIDSHIFT_CHUNK_COUNT`` and ``GRIDSHIFT_CHUNK_END`` in its
+environment, so the job can checkpoint and exit before the chunk ends. Between chunks the job rests in state
+``paused`` (:mod:`app.services.dispatch_sync`) with ``resume_at`` = the next chunk's start, holding its capacity.
+
 A submit that keeps failing is given up only when the runtime can say that it holds no job with that key;
 otherwise the run waits in ``dispatching`` for the recovery above. Status sync lives in
 :mod:`app.services.dispatch_sync`.
@@ -37,6 +43,7 @@ from app.models import Assignment, Cluster, HardwareType, Job, Plan, Region, Run
 from app.services import jobs as job_service
 from app.services.dispatch_failures import requeue_after_failure
 from app.services.fleet import snapshot
+from app.services.overview import running_intervals
 from connectors.base import ClusterConnector, ConfigError, ConnectorError, JobSpec
 from connectors.registry import get_connector
 
@@ -44,6 +51,9 @@ from connectors.registry import get_connector
 TIME_LIMIT_MARGIN = 0.5
 #: ... and at least this much [min].
 TIME_LIMIT_MIN_MARGIN_MINUTES = 30
+#: A chunk that more chunks follow may overrun its planned end by this much before the runtime stops it [min]:
+#: the plan gave the slots after it to other work.
+CHUNK_GRACE_MINUTES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +179,7 @@ def claim_due(
     claimed: list[int] = []
     failed: list[int] = []
     seen: set[int] = set()
+    _claim_resumable(session, due_before=due_before, now=now, worker=worker, limit=limit, out=(claimed, failed))
     for job, assignment in session.execute(q).all():
         if job.id in seen:
             continue  # one run per job, even if a plan holds two assignments for it
@@ -184,7 +195,7 @@ def claim_due(
             # The job already runs (a re-plan reset its state): keep the job on the run's state, never a twin.
             job.state = JobState(active.state.value)
             continue
-        run = _new_run(session, job, assignment, now=now, worker=worker)
+        run = _new_run(session, job, assignment, now=now, worker=worker, chunk_index=0 if assignment.chunks else None)
         if run is None:
             failed.append(job.id)
             continue
@@ -193,8 +204,44 @@ def claim_due(
     return tuple(claimed), tuple(failed)
 
 
-def _new_run(session: Session, job: Job, assignment: Assignment, *, now: datetime, worker: str) -> Run | None:
-    """Add the run for a claimed job, or re-queue the job when its region has no usable cluster."""
+def _claim_resumable(
+    session: Session, *, due_before: datetime, now: datetime, worker: str, limit: int, out: tuple[list[int], list[int]]
+) -> None:
+    """Claim the next chunk of every paused job whose ``resume_at`` is due (no commit)."""
+    q = (
+        select(Job)
+        .where(Job.state == JobState.PAUSED, Job.resume_at.is_not(None), Job.resume_at <= due_before)
+        .order_by(Job.resume_at, Job.id)
+        .limit(limit)
+    )
+    if _is_pg(session):
+        q = q.with_for_update(skip_locked=True)
+    claimed, failed = out
+    for job in list(session.scalars(q)):
+        won = session.execute(
+            update(Job).where(Job.id == job.id, Job.state == JobState.PAUSED).values(state=JobState.DISPATCHING)
+        )
+        if won.rowcount != 1:  # type: ignore[attr-defined]
+            continue
+        session.refresh(job)
+        last = session.scalar(select(Run).where(Run.job_id == job.id).order_by(Run.id.desc()).limit(1))
+        assignment = session.get(Assignment, last.assignment_id) if last and last.assignment_id else None
+        if last is None or last.chunk_index is None or assignment is None:
+            job.state = JobState.PAUSED  # nothing to resume from: leave it for an operator to see
+            job.state_reason = "paused without a chunked run to continue"
+            continue
+        job.resume_at = None
+        run = _new_run(session, job, assignment, now=now, worker=worker, chunk_index=last.chunk_index + 1)
+        if run is None:
+            failed.append(job.id)
+        else:
+            claimed.append(run.id)
+
+
+def _new_run(
+    session: Session, job: Job, assignment: Assignment, *, now: datetime, worker: str, chunk_index: int | None = None
+) -> Run | None:
+    """Add the run for a claimed job (or chunk), or re-queue the job when its region has no usable cluster."""
     hardware = session.get(HardwareType, assignment.hardware_type_id)
     region = session.get(Region, assignment.region_id)
     assert hardware is not None and region is not None
@@ -203,7 +250,8 @@ def _new_run(session: Session, job: Job, assignment: Assignment, *, now: datetim
     run = Run(
         job_id=job.id, assignment_id=assignment.id, cluster_id=cluster.id if cluster else None, attempt=attempt,
         run_key=new_run_key(job.id, attempt, hardware.code), state=RunState.DISPATCHING, claimed_by=worker,
-        claimed_at=now, planned_start_at=assignment.start_at, created_at=now,
+        claimed_at=now, chunk_index=chunk_index, created_at=now,
+        planned_start_at=running_intervals(assignment)[chunk_index or 0][0],
     )  # fmt: skip
     session.add(run)
     session.flush()
@@ -211,10 +259,11 @@ def _new_run(session: Session, job: Job, assignment: Assignment, *, now: datetim
         reason = f"region {region.code} has no enabled cluster"
         requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED)
         return None
+    part = f"chunk {chunk_index + 1}/{len(assignment.chunks or ())} " if chunk_index is not None else ""
     job_service.set_state(
         session, job, JobState.DISPATCHING,
-        f"run {run.run_key} on cluster {cluster.name} ({region.code}/{hardware.code}), "
-        f"planned start {assignment.start_at.isoformat()}", at=now,
+        f"run {run.run_key} ({part}on cluster {cluster.name}, {region.code}/{hardware.code}), "
+        f"planned start {run.planned_start_at.isoformat() if run.planned_start_at else '-'}", at=now,
     )  # fmt: skip
     return run
 
@@ -259,6 +308,8 @@ def connector_for(cluster: Cluster, settings: Settings) -> ClusterConnector:
 def build_spec(session: Session, run: Run) -> JobSpec:
     """The runtime spec of a run: command, GPUs, ``begin_at`` = planned start, time limit, profile power.
 
+    A chunk's run is limited to its chunk and told which chunk it is (module docstring).
+
     Raises
     ------
     ConfigError
@@ -268,17 +319,27 @@ def build_spec(session: Session, run: Run) -> JobSpec:
     assignment = session.get(Assignment, run.assignment_id) if run.assignment_id else None
     hardware = hardware_of_run_key(run.run_key) or ""
     planned_minutes = 60
+    env = {str(k): str(v) for k, v in (job.env or {}).items()}
+    margin = None
     if assignment is not None:
         hw_row = session.get(HardwareType, assignment.hardware_type_id)
         hardware = hw_row.code if hw_row else hardware
-        planned_minutes = max(1, math.ceil((assignment.end_at - assignment.start_at).total_seconds() / 60))
-    margin = max(TIME_LIMIT_MIN_MARGIN_MINUTES, math.ceil(planned_minutes * TIME_LIMIT_MARGIN))
+        bounds = running_intervals(assignment)
+        first, last = bounds[run.chunk_index] if run.chunk_index is not None else (assignment.start_at, assignment.end_at)
+        planned_minutes = max(1, math.ceil((last - first).total_seconds() / 60))
+        if run.chunk_index is not None:
+            env.update(GRIDSHIFT_CHUNK_INDEX=str(run.chunk_index), GRIDSHIFT_CHUNK_COUNT=str(len(bounds)),
+                       GRIDSHIFT_CHUNK_END=last.isoformat())  # fmt: skip
+            if run.chunk_index < len(bounds) - 1:
+                margin = CHUNK_GRACE_MINUTES
+    if margin is None:
+        margin = max(TIME_LIMIT_MIN_MARGIN_MINUTES, math.ceil(planned_minutes * TIME_LIMIT_MARGIN))
     fleet = snapshot(session)
     power_w = fleet.power_w(hardware, job.workload_class.value) if hardware in fleet.hardware else 0.0
     return JobSpec(
-        run_key=run.run_key, name=job.name, command=job.command, image=job.image,
-        env={str(k): str(v) for k, v in (job.env or {}).items()}, gpu_count=job.gpu_count, hardware=hardware,
-        begin_at=run.planned_start_at, time_limit_minutes=planned_minutes + margin, power_w_per_gpu=power_w,
+        run_key=run.run_key, name=job.name, command=job.command, image=job.image, env=env, gpu_count=job.gpu_count,
+        hardware=hardware, begin_at=run.planned_start_at, time_limit_minutes=planned_minutes + margin,
+        power_w_per_gpu=power_w,
     )  # fmt: skip
 
 

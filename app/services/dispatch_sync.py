@@ -7,7 +7,8 @@ and carbon from the market series of its region's zone over the hours it ran. A 
 back to planning (:mod:`app.services.dispatch_failures`). A runtime that does not answer is simply asked
 again next time; a run the runtime says it does not know is ``lost`` and its job is re-planned; a run still
 pending a minute after its planned start is submitted again (idempotent), which completes a submission the
-runtime left half-done.
+runtime left half-done. A chunk run that succeeds with more chunks to come leaves its job ``paused`` until the
+next chunk is due (:mod:`app.services.dispatch`).
 
 Cost and carbon use facility energy (metered IT energy times the region's PUE), like the planner's figures:
 ``cost = sum_h E_h * PUE * price_h / 1000`` [EUR, price in EUR/MWh] and
@@ -25,11 +26,12 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.enums import JobState, RunState, SeriesKind
-from app.models import Cluster, Job, Region, Run
+from app.models import Assignment, Cluster, Job, Region, Run
 from app.services import jobs as job_service
 from app.services import market
 from app.services.dispatch import connector_for
 from app.services.dispatch_failures import requeue_after_failure
+from app.services.overview import running_intervals
 from connectors.base import ClusterConnector, ConnectorError, RunStatus, RuntimeState
 
 #: A run still pending on its runtime this long after its planned start is submitted again (idempotent).
@@ -183,8 +185,15 @@ def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterCo
     if state.status == RunStatus.SUCCEEDED:
         run.state = RunState.SUCCEEDED
         if job.state != JobState.CANCELLED:
-            job_service.set_state(session, job, JobState.SUCCEEDED, f"run {run.run_key} succeeded; {_figures(run)}",
-                                  at=run.finished_at)  # fmt: skip
+            following = _next_chunk(session, run)
+            if following is not None:
+                job.resume_at = following
+                job_service.set_state(session, job, JobState.PAUSED,
+                                      f"run {run.run_key} (chunk {int(run.chunk_index or 0) + 1}) done; {_figures(run)}; "
+                                      f"next chunk at {following.isoformat()}", at=run.finished_at)  # fmt: skip
+            else:
+                job_service.set_state(session, job, JobState.SUCCEEDED,
+                                      f"run {run.run_key} succeeded; {_figures(run)}", at=run.finished_at)  # fmt: skip
         return "succeeded"
     if state.status == RunStatus.CANCELLED:
         run.state, run.error = RunState.CANCELLED, state.message or "cancelled"
@@ -194,6 +203,15 @@ def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterCo
         return "cancelled"
     reason = state.message or f"exit code {state.exit_code}"
     return "replan" if requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED) else "failed"
+
+
+def _next_chunk(session: Session, run: Run) -> datetime | None:
+    """Start of the chunk after ``run``'s, or None when the run was not a chunk or was the last one."""
+    if run.chunk_index is None or run.assignment_id is None:
+        return None
+    assignment = session.get(Assignment, run.assignment_id)
+    bounds = running_intervals(assignment) if assignment is not None else []
+    return bounds[run.chunk_index + 1][0] if run.chunk_index + 1 < len(bounds) else None
 
 
 def _reassert_if_overdue(session: Session, run: Run, connector: ClusterConnector, now: datetime) -> None:

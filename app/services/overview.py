@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
-from app.enums import ACTIVE_RUN_STATES, ForecastRunStatus, SeriesKind
+from app.enums import ACTIVE_RUN_STATES, ForecastRunStatus, JobState, SeriesKind
 from app.models import (
     Assignment,
     ForecastPoint,
@@ -133,7 +133,10 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
     plan_id = session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
     # The current plan's assignments and, whichever plan they came from, those that active runs execute (a
     # dispatched job is not in later plans). Plain rows, not objects: a plan may hold many thousand jobs.
-    executing = select(Run.assignment_id).where(Run.state.in_(ACTIVE_RUN_STATES), Run.assignment_id.is_not(None))
+    executing = (
+        select(Run.assignment_id).join(Job, Job.id == Run.job_id)
+        .where(or_(Run.state.in_(ACTIVE_RUN_STATES), Job.state == JobState.PAUSED), Run.assignment_id.is_not(None))
+    )
     shown = Assignment.id.in_(executing) if plan_id is None else or_(Assignment.plan_id == plan_id,
                                                                      Assignment.id.in_(executing))
     assignments: list[Any] = list(session.execute(

@@ -3,9 +3,9 @@
 The Problem covers ``horizon_hours`` from ``now`` (floored to the slot) in slots of ``settings.slot_minutes``:
 
 * regions with their PUE, power budget per slot (the lowest override covering a slot wins), GPU inventory;
-* capacity already held by work that has been dispatched (states dispatching/submitted/running) is taken off
-  the inventory and the power budget, slot by slot, from the assignment its active run executes (whichever
-  plan that came from: later plans hold none for it);
+* capacity already held by work that has been dispatched (states dispatching/submitted/running, and paused
+  between the chunks of an interruptible job) is taken off the inventory and the power budget, slot by slot,
+  from the assignment its run executes (whichever plan that came from: later plans hold none for it);
 * prices and carbon intensity per region zone: the latest succeeded forecast run's points where present,
   else the realised market series; a slot with neither is NaN (jobs that cannot avoid it are left out with
   the reason ``invalid_prices``);
@@ -63,7 +63,7 @@ from optimizer import Problem as OptProblem
 from optimizer import Region as OptRegion
 
 OPEN_STATES = (JobState.PENDING, JobState.PLANNED)
-HOLDING_STATES = (JobState.DISPATCHING, JobState.SUBMITTED, JobState.RUNNING)
+HOLDING_STATES = (JobState.DISPATCHING, JobState.SUBMITTED, JobState.RUNNING, JobState.PAUSED)
 FINAL_REASONS = {
     UnplannedReason.INVALID_JOB, UnplannedReason.DEADLINE_BEFORE_RELEASE, UnplannedReason.NO_ELIGIBLE_REGION,
     UnplannedReason.NO_ELIGIBLE_HARDWARE, UnplannedReason.POWER_BUDGET_TOO_LOW,
@@ -194,14 +194,12 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
     hardware = tuple(OptHardware(c, h.memory_gb, h.tdp_w / 1000.0, fleet.throughput(c, "default")) for c, h in hw_rows.items())
     held_gpu: dict[tuple[str, str], list[int]] = {}
     held_kw: dict[str, list[float]] = {}
-    for a in held_assignments(session):
+    for a, intervals in held_intervals(session, start + timedelta(minutes=sm)):
         r, h, job = a.region.code, a.hardware_type.code, a.job
         kw = job.gpu_count * fleet.power_w(h, job.workload_class.value) / 1000.0 * a.region.pue
         gpu = held_gpu.setdefault((r, h), [0] * n)
         power = held_kw.setdefault(r, [0.0] * n)
-        for first, last in running_intervals(a):
-            # A run still going past its planned end holds at least the slot it is in now.
-            last = max(last, start + timedelta(minutes=sm))
+        for first, last in intervals:
             for k in range(max(0, _slot(start, sm, first, up=False)), min(n, _slot(start, sm, last, up=True))):
                 gpu[k] += job.gpu_count
                 power[k] += kw
@@ -233,17 +231,33 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
     return problem, fleet
 
 
-def held_assignments(session: Session) -> list[Assignment]:
-    """The assignments that dispatched work executes: the one of each active run, whichever plan it came from.
+def held_intervals(session: Session, now_slot_end: datetime) -> list[tuple[Assignment, list[tuple[datetime, datetime]]]]:
+    """Dispatched work and the intervals it still holds, from the assignments its runs execute.
 
-    A job leaves the open set once dispatched, so later plans hold no assignment for it; its capacity stays taken
-    until its run ends (the run records the assignment it executes).
+    A job leaves the open set once dispatched, so later plans hold no assignment for it: its capacity comes from
+    the assignment its run records, whichever plan that came from. An active run holds the rest of its
+    assignment (from its chunk on, for a chunk run), and at least until ``now_slot_end`` when it runs late; a
+    paused job holds the chunks still to come.
     """
-    return list(session.scalars(
-        select(Assignment).join(Run, Run.assignment_id == Assignment.id).join(Job, Job.id == Run.job_id)
-        .where(Run.state.in_(ACTIVE_RUN_STATES), Job.state.in_(HOLDING_STATES))
-        .options(selectinload(Assignment.job), selectinload(Assignment.region), selectinload(Assignment.hardware_type))
-    ).unique())
+    out: list[tuple[Assignment, list[tuple[datetime, datetime]]]] = []
+    opts = (selectinload(Assignment.job), selectinload(Assignment.region), selectinload(Assignment.hardware_type))
+    active = session.execute(
+        select(Run.chunk_index, Assignment).join(Assignment, Assignment.id == Run.assignment_id)
+        .join(Job, Job.id == Run.job_id)
+        .where(Run.state.in_(ACTIVE_RUN_STATES), Job.state.in_(HOLDING_STATES)).options(*opts)
+    ).all()
+    for chunk_index, a in active:
+        rest = running_intervals(a)[chunk_index or 0 :]
+        if rest:
+            rest[0] = (rest[0][0], max(rest[0][1], now_slot_end))  # still going past its planned end
+        out.append((a, rest))
+    paused = session.scalars(select(Job.id).where(Job.state == JobState.PAUSED))
+    for job_id in list(paused):
+        last = session.scalar(select(Run).where(Run.job_id == job_id).order_by(Run.id.desc()).limit(1))
+        then = session.get(Assignment, last.assignment_id) if last is not None and last.assignment_id else None
+        if then is not None and last is not None and last.chunk_index is not None:
+            out.append((then, running_intervals(then)[last.chunk_index + 1 :]))
+    return out
 
 
 def _params(settings: Settings) -> SolveParams:

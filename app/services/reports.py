@@ -5,7 +5,8 @@ Each job with a plan or a run gives one ledger entry:
 * **metered** when its latest run finished with a metered energy reading (``runs.energy_kwh``, IT energy of the
   GPUs): its facility energy is that times the region's PUE, like the planner's figures; the run's cost and carbon
   (computed by the status sync on facility energy) are used, and where the run did not record them they are the
-  planned price and intensity per kWh applied to the facility energy;
+  planned price and intensity per kWh applied to the facility energy. A chunked assignment (an interruptible job
+  run as one run per chunk) is metered once its last chunk has: the sums over its chunk runs;
 * **planned** otherwise, from its assignment (the one its run executed, else the current plan's, else the newest).
 
 An entry belongs to the UTC month in which it starts (run start, else planned start). Savings compare an entry with
@@ -33,6 +34,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from app.db import utcnow
+from app.enums import RunState
 from app.errors import FieldError, NotFound, ValidationFailed
 from app.models import Assignment, EnergyContract, Job, Plan, Region, Run, Tenant
 from app.services.auth import Principal
@@ -182,6 +184,49 @@ def _latest_runs(session: Session, job_ids: Sequence[int]) -> dict[int, Run]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class ChunkTotals:
+    """What the runs of all chunks of a chunked assignment used together (None: not every chunk metered yet)."""
+
+    energy_kwh: float | None
+    cost: float | None
+    carbon_kg: float | None
+    started_at: datetime | None
+
+
+def _chunk_totals(
+    session: Session, runs: Mapping[int, Run], assignments: Mapping[int, Assignment]
+) -> dict[int, ChunkTotals]:
+    """Per job whose latest run is a chunk: the totals over its assignment's chunk runs.
+
+    The figures are summed only when the latest run is the last chunk and every chunk run succeeded with a
+    reading; before that the job is reported on its plan (energy None), never on part of its work.
+    """
+    out: dict[int, ChunkTotals] = {}
+    for jid, run in runs.items():
+        a = assignments.get(jid)
+        if run.chunk_index is None or a is None or run.assignment_id != a.id:
+            continue
+        done = list(session.scalars(
+            select(Run).where(Run.job_id == jid, Run.assignment_id == a.id, Run.chunk_index.is_not(None),
+                              Run.state == RunState.SUCCEEDED).order_by(Run.chunk_index, Run.id)
+        ))
+        by_chunk = {int(r.chunk_index or 0): r for r in done}  # a redelivered chunk counts once (its latest run)
+        n = len(a.chunks or ())
+        if n == 0 or sorted(by_chunk) != list(range(n)) or any(r.energy_kwh is None for r in by_chunk.values()):
+            out[jid] = ChunkTotals(None, None, None, None)
+            continue
+        parts = list(by_chunk.values())
+        costs, carbons = [r.cost for r in parts], [r.carbon_kg for r in parts]
+        out[jid] = ChunkTotals(
+            sum(float(r.energy_kwh or 0.0) for r in parts),
+            None if any(c is None for c in costs) else sum(float(c or 0.0) for c in costs),
+            None if any(c is None for c in carbons) else sum(float(c or 0.0) for c in carbons),
+            min((r.started_at for r in parts if r.started_at is not None), default=None),
+        )
+    return out
+
+
 def _contracts(session: Session) -> list[EnergyContract]:
     return list(session.scalars(select(EnergyContract)))
 
@@ -215,6 +260,7 @@ def build_entries(
     ids = [j.id for j in jobs]
     runs = _latest_runs(session, ids)
     assignments = _pick_assignments(session, ids, runs)
+    chunks = _chunk_totals(session, runs, assignments)
     contracts = _contracts(session)
     slugs = dict(session.execute(select(Tenant.id, Tenant.slug)).all())
     out: list[Entry] = []
@@ -229,14 +275,18 @@ def build_entries(
             float(run.energy_kwh) if run is not None and run.energy_kwh is not None and run.finished_at is not None
             else None
         )
+        chunked = chunks.get(job.id)
+        if chunked is not None:  # a chunked run is metered once every chunk has its reading
+            metered_kwh = chunked.energy_kwh
         metered = metered_kwh is not None
         if metered_kwh is not None and run is not None:
             energy = metered_kwh * (a.region.pue or 1.0)  # metered IT energy -> facility energy
             per_kwh_cost = a.cost / a.energy_kwh if a.energy_kwh else 0.0
             per_kwh_carbon = a.carbon_kg / a.energy_kwh if a.energy_kwh else 0.0
-            cost = run.cost if run.cost is not None else energy * per_kwh_cost
-            carbon = run.carbon_kg if run.carbon_kg is not None else energy * per_kwh_carbon
-            start = run.started_at or run.submitted_at or a.start_at
+            run_cost, run_carbon = (chunked.cost, chunked.carbon_kg) if chunked else (run.cost, run.carbon_kg)
+            cost = run_cost if run_cost is not None else energy * per_kwh_cost
+            carbon = run_carbon if run_carbon is not None else energy * per_kwh_carbon
+            start = (chunked.started_at if chunked else run.started_at) or run.submitted_at or a.start_at
             end = run.finished_at or a.end_at
         else:
             energy, cost, carbon, start, end = a.energy_kwh, a.cost, a.carbon_kg, a.start_at, a.end_at

@@ -1,0 +1,116 @@
+"""An interruptible job the planner split into chunks runs as one run per chunk, on the real local runtime.
+
+Between chunks the job is ``paused``: it draws nothing, keeps the capacity of the chunks still to come, and its
+next chunk is claimed when due. Reports add up the chunks' metered energy once the last chunk has run.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from app.enums import JobState, RunState
+from app.models import Assignment, HardwareType, Job, Region, Run
+from app.services import auth, dispatch, dispatch_sync, reports
+from app.services.planning import held_intervals
+from tests.app.test_dispatch_support import (
+    add_job,
+    add_local_clusters,
+    add_market,
+    job_states,
+    utcnow,
+    wait_for,
+)
+from tests.app.test_dispatch_support import write_plan as write_plain_plan
+from tests.conftest import make_token
+
+W = "chunk-worker"
+
+
+@pytest.fixture
+def tenant_id(session, small_fleet) -> int:
+    tenant = auth.create_tenant(session, "team-a")
+    session.commit()
+    return tenant.id
+
+
+def _chunked_plan(session, job: Job, chunks):  # type: ignore[no-untyped-def]
+    """Make the current plan hold ``job`` on de/h100 in ``chunks`` ([(start, end), ...])."""
+    plan = write_plain_plan(session, [])
+    session.add(Assignment(
+        plan_id=plan.id, job_id=job.id, region_id=session.scalar(select(Region.id).where(Region.code == "de")),
+        hardware_type_id=session.scalar(select(HardwareType.id).where(HardwareType.code == "h100")),
+        start_at=chunks[0][0], end_at=chunks[-1][1], chunks=[[s.isoformat(), e.isoformat()] for s, e in chunks],
+        energy_kwh=2.0, cost=0.2, carbon_kg=0.5,
+    ))  # fmt: skip
+    session.get(Job, job.id).state = JobState.PLANNED
+    session.commit()
+    return plan
+
+
+def _finish(session, settings, run_id: int) -> None:  # type: ignore[no-untyped-def]
+    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    wait_for(lambda: run_id in dispatch_sync.sync(session, settings, now=utcnow()).succeeded)
+    session.expire_all()
+
+
+def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings, tenant_id, tmp_path):
+    add_local_clusters(session, tmp_path)
+    add_market(session, "DE", 100.0, 300.0)
+    log = tmp_path / "chunks.log"
+    job = add_job(session, tenant_id, interruptible=True,
+                  command=f'echo "$GRIDSHIFT_CHUNK_INDEX/$GRIDSHIFT_CHUNK_COUNT $GRIDSHIFT_CHUNK_END" >> {log}')
+    t0 = utcnow()
+    chunks = [(t0, t0 + timedelta(minutes=60)), (t0 + timedelta(seconds=3), t0 + timedelta(minutes=120))]
+    _chunked_plan(session, job, chunks)
+
+    (first,) = dispatch.tick(session, settings, now=t0, worker=W).claimed
+    spec = dispatch.build_spec(session, session.get(Run, first))
+    assert spec.time_limit_minutes == 60 + dispatch.CHUNK_GRACE_MINUTES  # stopped soon after its chunk
+    assert spec.env["GRIDSHIFT_CHUNK_END"] == chunks[0][1].isoformat()
+    _finish(session, settings, first)
+    job = session.get(Job, job.id)
+    assert job.state == JobState.PAUSED and job.resume_at == chunks[1][0]
+    # The chunk still to come keeps its capacity for the planner; the finished one does not.
+    held = {a.job_id: iv for a, iv in held_intervals(session, utcnow() + timedelta(minutes=60))}
+    assert held[job.id] == [chunks[1]]
+    # Half-done work is reported on its plan, not on the first chunk's energy alone.
+    (entry,) = reports.build_entries(session, [job], currency_of={tenant_id: "EUR"})
+    assert entry.basis == reports.PLANNED
+
+    assert dispatch.tick(session, settings, now=t0 - timedelta(hours=1), worker=W).to_submit == ()  # not yet due
+    (second,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    last_spec = dispatch.build_spec(session, session.get(Run, second))
+    assert last_spec.time_limit_minutes > 115 + dispatch.CHUNK_GRACE_MINUTES  # the last chunk gets the full margin
+    _finish(session, settings, second)
+
+    job = session.get(Job, job.id)
+    runs = list(session.scalars(select(Run).where(Run.job_id == job.id).order_by(Run.id)))
+    assert job.state == JobState.SUCCEEDED and job.resume_at is None
+    assert [(r.chunk_index, r.state) for r in runs] == [(0, RunState.SUCCEEDED), (1, RunState.SUCCEEDED)]
+    assert log.read_text().split() == ["0/2", chunks[0][1].isoformat(), "1/2", chunks[1][1].isoformat()]
+    assert job_states(session, job.id)[-5:] == ["paused", "dispatching", "submitted", "running", "succeeded"] or \
+        job_states(session, job.id)[-4:] == ["paused", "dispatching", "submitted", "succeeded"]
+    (entry,) = reports.build_entries(session, [job], currency_of={tenant_id: "EUR"})
+    assert entry.basis == reports.METERED
+    assert entry.metered_energy_kwh == pytest.approx(sum(r.energy_kwh for r in runs))
+    assert entry.cost == pytest.approx(sum(r.cost for r in runs))
+
+
+def test_cancelling_a_paused_job_keeps_its_next_chunk_from_running(client, session, settings, tenant_id, tmp_path):
+    add_local_clusters(session, tmp_path)
+    job = add_job(session, tenant_id, interruptible=True, command="true")
+    t0 = utcnow()
+    _chunked_plan(session, job, [(t0, t0 + timedelta(minutes=30)), (t0 + timedelta(seconds=2), t0 + timedelta(hours=1))])
+    (first,) = dispatch.tick(session, settings, now=t0, worker=W).claimed
+    _finish(session, settings, first)
+    assert session.get(Job, job.id).state == JobState.PAUSED
+    token = make_token(session, "team-a")
+    resp = client.post(f"/api/v1/jobs/{job.id}/cancel", headers={"Authorization": f"Bearer {token}"})
+    assert resp.status_code == 200 and resp.json["state"] == "cancelled"
+    assert dispatch.tick(session, settings, now=utcnow() + timedelta(minutes=5), worker=W).to_submit == ()
+    session.expire_all()
+    assert held_intervals(session, utcnow()) == []  # its chunk to come no longer holds capacity
+    assert [r.chunk_index for r in session.scalars(select(Run).where(Run.job_id == job.id))] == [0]
