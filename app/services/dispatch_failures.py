@@ -26,7 +26,7 @@ MAX_ATTEMPTS = 3
 
 def failed_placement(session: Session, run: Run) -> tuple[str | None, str | None]:
     """(region code, hardware code) of a run, from its assignment, else its cluster and run key."""
-    from app.services.dispatch import hardware_of_run_key
+    from app.services.dispatch_claim import hardware_of_run_key
 
     region = hardware = None
     assignment = session.get(Assignment, run.assignment_id) if run.assignment_id else None

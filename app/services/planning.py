@@ -30,7 +30,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
 from app.config import Settings
-from app.enums import ACTIVE_RUN_STATES, ForecastRunStatus, JobState, PlanStatus, SeriesKind
+from app.enums import ForecastRunStatus, JobState, PlanStatus, SeriesKind
 from app.errors import FieldError, ValidationFailed
 from app.models import (
     Assignment,
@@ -41,12 +41,11 @@ from app.models import (
     MarketSeries,
     Plan,
     Region,
-    Run,
     UnplannedJob,
 )
 from app.services import jobs as job_service
+from app.services.capacity import held_intervals
 from app.services.fleet import FleetSnapshot, snapshot
-from app.services.overview import running_intervals
 from optimizer import (
     SOLVERS,
     Objective,
@@ -63,7 +62,6 @@ from optimizer import Problem as OptProblem
 from optimizer import Region as OptRegion
 
 OPEN_STATES = (JobState.PENDING, JobState.PLANNED)
-HOLDING_STATES = (JobState.DISPATCHING, JobState.SUBMITTED, JobState.RUNNING, JobState.PAUSED)
 FINAL_REASONS = {
     UnplannedReason.INVALID_JOB, UnplannedReason.DEADLINE_BEFORE_RELEASE, UnplannedReason.NO_ELIGIBLE_REGION,
     UnplannedReason.NO_ELIGIBLE_HARDWARE, UnplannedReason.POWER_BUDGET_TOO_LOW,
@@ -229,35 +227,6 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
     problem = OptProblem(start, sm, n, tuple(regions), hardware, opt_jobs, objective=objective_of(settings, objective),
                          currency=settings.reporting_currency, fx_rates=fx)
     return problem, fleet
-
-
-def held_intervals(session: Session, now_slot_end: datetime) -> list[tuple[Assignment, list[tuple[datetime, datetime]]]]:
-    """Dispatched work and the intervals it still holds, from the assignments its runs execute.
-
-    A job leaves the open set once dispatched, so later plans hold no assignment for it: its capacity comes from
-    the assignment its run records, whichever plan that came from. An active run holds the rest of its
-    assignment (from its chunk on, for a chunk run), and at least until ``now_slot_end`` when it runs late; a
-    paused job holds the chunks still to come.
-    """
-    out: list[tuple[Assignment, list[tuple[datetime, datetime]]]] = []
-    opts = (selectinload(Assignment.job), selectinload(Assignment.region), selectinload(Assignment.hardware_type))
-    active = session.execute(
-        select(Run.chunk_index, Assignment).join(Assignment, Assignment.id == Run.assignment_id)
-        .join(Job, Job.id == Run.job_id)
-        .where(Run.state.in_(ACTIVE_RUN_STATES), Job.state.in_(HOLDING_STATES)).options(*opts)
-    ).all()
-    for chunk_index, a in active:
-        rest = running_intervals(a)[chunk_index or 0 :]
-        if rest:
-            rest[0] = (rest[0][0], max(rest[0][1], now_slot_end))  # still going past its planned end
-        out.append((a, rest))
-    paused = session.scalars(select(Job.id).where(Job.state == JobState.PAUSED))
-    for job_id in list(paused):
-        last = session.scalar(select(Run).where(Run.job_id == job_id).order_by(Run.id.desc()).limit(1))
-        then = session.get(Assignment, last.assignment_id) if last is not None and last.assignment_id else None
-        if then is not None and last is not None and last.chunk_index is not None:
-            out.append((then, running_intervals(then)[last.chunk_index + 1 :]))
-    return out
 
 
 def _params(settings: Settings) -> SolveParams:

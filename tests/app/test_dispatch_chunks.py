@@ -14,7 +14,7 @@ from sqlalchemy import select
 from app.enums import JobState, RunState
 from app.models import Assignment, HardwareType, Job, Region, Run
 from app.services import auth, dispatch, dispatch_sync, reports
-from app.services.planning import held_intervals
+from app.services.capacity import held_intervals
 from tests.app.test_dispatch_support import (
     add_job,
     add_local_clusters,
