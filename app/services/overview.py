@@ -135,7 +135,8 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
     # dispatched job is not in later plans). Plain rows, not objects: a plan may hold many thousand jobs.
     executing = (
         select(Run.assignment_id).join(Job, Job.id == Run.job_id)
-        .where(or_(Run.state.in_(ACTIVE_RUN_STATES), Job.state == JobState.PAUSED), Run.assignment_id.is_not(None))
+        .where(or_(Run.state.in_(ACTIVE_RUN_STATES), (Job.state == JobState.PAUSED) & Run.chunk_index.is_not(None)),
+               Run.assignment_id.is_not(None))
     )
     shown = Assignment.id.in_(executing) if plan_id is None else or_(Assignment.plan_id == plan_id,
                                                                      Assignment.id.in_(executing))

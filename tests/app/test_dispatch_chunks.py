@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from app.enums import JobState, RunState
 from app.models import Assignment, HardwareType, Job, Region, Run
-from app.services import auth, dispatch, dispatch_sync, reports
+from app.services import auth, dispatch, dispatch_sync, overview, reports
 from app.services.capacity import held_intervals
 from tests.app.test_dispatch_support import (
     add_job,
@@ -63,19 +63,27 @@ def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings,
     job = add_job(session, tenant_id, interruptible=True,
                   command=f'echo "$GRIDSHIFT_CHUNK_INDEX/$GRIDSHIFT_CHUNK_COUNT $GRIDSHIFT_CHUNK_END" >> {log}')
     t0 = utcnow()
-    chunks = [(t0, t0 + timedelta(minutes=60)), (t0 + timedelta(seconds=3), t0 + timedelta(minutes=120))]
+    # Chunk 0 began an hour ago (the run starts at once); chunk 1 begins 3 s from now and runs for 2 h.
+    chunks = [(t0 - timedelta(minutes=60), t0 + timedelta(seconds=2)), (t0 + timedelta(seconds=3), t0 + timedelta(hours=2))]
     _chunked_plan(session, job, chunks)
 
     (first,) = dispatch.tick(session, settings, now=t0, worker=W).claimed
     spec = dispatch.build_spec(session, session.get(Run, first))
-    assert spec.time_limit_minutes == 60 + dispatch.CHUNK_GRACE_MINUTES  # stopped soon after its chunk
+    assert spec.time_limit_minutes == 61 + dispatch.CHUNK_GRACE_MINUTES  # stopped soon after its chunk
     assert spec.env["GRIDSHIFT_CHUNK_END"] == chunks[0][1].isoformat()
     _finish(session, settings, first)
     job = session.get(Job, job.id)
     assert job.state == JobState.PAUSED and job.resume_at == chunks[1][0]
-    # The chunk still to come keeps its capacity for the planner; the finished one does not.
+    write_plain_plan(session, [])  # a re-plan: the new current plan holds no row for the paused job
+    session.get(Job, job.id).state = JobState.PAUSED  # (the helper marks listed jobs planned; none here)
+    session.commit()
+    # The chunk still to come keeps its capacity for the planner and shows on the dashboard; the finished one
+    # holds nothing.
     held = {a.job_id: iv for a, iv in held_intervals(session, utcnow() + timedelta(minutes=60))}
     assert held[job.id] == [chunks[1]]
+    de = next(r for r in overview.regions_overview(session, utcnow(), hours_back=1, hours_ahead=3) if r.code == "de")
+    hour = (chunks[1][0] + timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)  # inside chunk 1 only
+    assert de.planned_kw[de.slots.index(hour)] > 0
     # Half-done work is reported on its plan, not on the first chunk's energy alone.
     (entry,) = reports.build_entries(session, [job], currency_of={tenant_id: "EUR"})
     assert entry.basis == reports.PLANNED
@@ -103,7 +111,8 @@ def test_cancelling_a_paused_job_keeps_its_next_chunk_from_running(client, sessi
     add_local_clusters(session, tmp_path)
     job = add_job(session, tenant_id, interruptible=True, command="true")
     t0 = utcnow()
-    _chunked_plan(session, job, [(t0, t0 + timedelta(minutes=30)), (t0 + timedelta(seconds=2), t0 + timedelta(hours=1))])
+    _chunked_plan(session, job, [(t0 - timedelta(minutes=30), t0 + timedelta(seconds=1)),
+                                 (t0 + timedelta(seconds=2), t0 + timedelta(hours=1))])
     (first,) = dispatch.tick(session, settings, now=t0, worker=W).claimed
     _finish(session, settings, first)
     assert session.get(Job, job.id).state == JobState.PAUSED
