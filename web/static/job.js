@@ -32,6 +32,7 @@
       ["Start", GS.fmtTime(r.start_at)], ["End", GS.fmtTime(r.end_at)],
       ["Runtime job id", `<code id="runtime-id">${GS.esc(r.runtime_job_id || "—")}</code>`],
       ["Run state", GS.esc(r.run_state || "—")],
+      ...(job.resume_at ? [["Next chunk", `<span id="resume-at">${GS.fmtTime(job.resume_at)}</span>`]] : []),
       ["Metered GPU energy", r.metered_energy_kwh === null || r.metered_energy_kwh === undefined ? "—"
         : `<span id="metered-energy">${GS.num(r.metered_energy_kwh, 3)} kWh</span> (${GS.esc(r.energy_source || "")})`],
       ["Planned facility energy", r.planned_energy_kwh === null || r.planned_energy_kwh === undefined ? "—" : `${GS.num(r.planned_energy_kwh, 1)} kWh`],
