@@ -29,13 +29,6 @@ from tests.conftest import make_token
 W = "chunk-worker"
 
 
-@pytest.fixture
-def tenant_id(session, small_fleet) -> int:
-    tenant = auth.create_tenant(session, "team-a")
-    session.commit()
-    return tenant.id
-
-
 def _chunked_plan(session, job: Job, chunks):  # type: ignore[no-untyped-def]
     """Make the current plan hold ``job`` on de/h100 in ``chunks`` ([(start, end), ...])."""
     plan = write_plain_plan(session, [])
@@ -56,7 +49,8 @@ def _finish(session, settings, run_id: int) -> None:  # type: ignore[no-untyped-
     session.expire_all()
 
 
-def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings, tenant_id, tmp_path):
+def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings, small_fleet, tmp_path):
+    tenant_id = auth.create_tenant(session, "team-a").id
     add_local_clusters(session, tmp_path)
     add_market(session, "DE", 100.0, 300.0)
     log = tmp_path / "chunks.log"
@@ -107,7 +101,9 @@ def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings,
     assert entry.cost == pytest.approx(sum(r.cost for r in runs))
 
 
-def test_cancelling_a_paused_job_keeps_its_next_chunk_from_running(client, session, settings, tenant_id, tmp_path):
+def test_cancelling_a_paused_job_keeps_its_next_chunk_from_running(client, session, settings, small_fleet, tmp_path):
+    token = make_token(session, "team-a")
+    tenant_id = auth.get_tenant(session, "team-a").id
     add_local_clusters(session, tmp_path)
     job = add_job(session, tenant_id, interruptible=True, command="true")
     t0 = utcnow()
@@ -116,7 +112,6 @@ def test_cancelling_a_paused_job_keeps_its_next_chunk_from_running(client, sessi
     (first,) = dispatch.tick(session, settings, now=t0, worker=W).claimed
     _finish(session, settings, first)
     assert session.get(Job, job.id).state == JobState.PAUSED
-    token = make_token(session, "team-a")
     resp = client.post(f"/api/v1/jobs/{job.id}/cancel", headers={"Authorization": f"Bearer {token}"})
     assert resp.status_code == 200 and resp.json["state"] == "cancelled"
     assert dispatch.tick(session, settings, now=utcnow() + timedelta(minutes=5), worker=W).to_submit == ()
