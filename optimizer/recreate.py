@@ -7,6 +7,9 @@ some noise, each job at its cheapest option that still fits. Two kinds of group:
 - targeted: a job whose option is far above its best option at capacity prices (the LP duals or Lagrange
   multipliers: its reduced cost) with the jobs that hold that best option's slots; the job is put back
   there first, the others around it;
+- LP-targeted (when the LP solution is given): a job whose option costs more than the cheapest LP column of
+  its class, put back on one of its class's LP columns (drawn by LP mass) with the jobs holding those slots;
+  the capacity prices of a degenerate LP rate many options alike and rarely pick these jobs;
 - window: the jobs running in one region during a few slots.
 
 A move is accepted when it lowers the objective, or with the simulated-annealing probability
@@ -55,6 +58,7 @@ def ruin_recreate(
     seed: int = 0,
     size: int = 32,
     temperature: float = 0.01,
+    lp: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Choice:
     """Ruin-and-recreate search from plan ``ch`` for ``time_limit_s`` [s].
 
@@ -76,6 +80,9 @@ def ruin_recreate(
         Most jobs taken out by one move.
     temperature : float
         Starting temperature as a fraction of the mean objective per planned job.
+    lp : tuple or None
+        ``(class of each job row, LP solution rows (class, r, h, s1, l1, s2, l2, value))`` for the
+        LP-targeted moves.
 
     Returns
     -------
@@ -103,6 +110,8 @@ def ruin_recreate(
     if congestion.sum() > 0:
         region_p = 0.3 * region_p + 0.7 * congestion / congestion.sum()
     reduced = np.zeros(tb.J)
+    lp_t = _lp_targets(tb, *lp) if lp is not None else None
+    excess = np.zeros(tb.J)
     it = 0
     while True:
         elapsed = time.perf_counter() - t0
@@ -111,13 +120,27 @@ def ruin_recreate(
         temp = t_start * (1.0 - elapsed / time_limit_s) + 1e-12
         if it % 64 == 0:
             reduced = np.where(ch.r >= 0, np.maximum(priced_values(tb, ch, m) - best_priced, 0.0), 0.0)
+            if lp_t is not None:
+                excess = np.where(ch.r >= 0, np.maximum(cost - lp_t[3], 0.0), 0.0)
         it += 1
         first: tuple[int, tuple[int, int, int, int, int, int]] | None = None
-        if it % 2 and reduced.sum() > 0:
-            # targeted: a job far from its priced best, with the jobs holding that option's slots
+        target_opt: tuple[int, int, int, int, int, int] | None = None
+        j = -1
+        if lp_t is not None and it % 4 == 1 and excess.sum() > 0:
+            j = int(rng.choice(tb.J, p=excess / excess.sum()))
+            table, mass, offsets, _ = lp_t
+            c = int(lp[0][j]) if lp is not None else 0
+            lo, hi = offsets[c], offsets[c + 1]
+            if hi > lo:
+                k_ = lo + int(rng.choice(hi - lo, p=mass[lo:hi] / mass[lo:hi].sum()))
+                target_opt = tuple(int(v) for v in table[k_, 1:7])  # type: ignore[assignment]
+        elif it % 2 and reduced.sum() > 0:
             j = int(rng.choice(tb.J, p=reduced / reduced.sum()))
-            opt = target.get(j)
-            if opt[0] < 0:
+            target_opt = target.get(j)
+        if target_opt is not None:
+            # targeted: a job far from its priced best (or its LP columns), with the jobs holding those slots
+            opt = target_opt
+            if opt[0] < 0 or opt == ch.get(j):
                 continue
             r, h = opt[0], opt[1]
             a, b = opt[2], max(opt[2] + opt[3], opt[4] + opt[5])
@@ -185,6 +208,28 @@ def ruin_recreate(
     if penalised_objective(tb, best) > penalised_objective(tb, ch):
         best = ch
     return best
+
+
+def _lp_targets(tb: Tables, cls: np.ndarray, primal: np.ndarray):
+    """LP columns grouped by class: ``(table, mass, offsets per class, cheapest LP objective per job row)``."""
+    table = primal[:, :7].astype(np.int64)
+    mass = primal[:, 7].astype(float)
+    s1, l1, s2, l2 = table[:, 3], table[:, 4], table[:, 5], table[:, 6]
+    real = (l2 == 0) | (s2 >= s1 + l1 + 1)  # runnable columns only
+    table, mass = table[real], mass[real]
+    order = np.argsort(table[:, 0], kind="stable")
+    table, mass = table[order], mass[order]
+    n_cls = int(cls.max(initial=-1)) + 1
+    offsets = np.searchsorted(table[:, 0], np.arange(n_cls + 1))
+    low = np.full(tb.J, np.inf)
+    if len(table):
+        rep = np.zeros(n_cls, dtype=np.int64)
+        rep[cls] = np.arange(tb.J)
+        obj = option_objective(tb, Choice(*(table[:, k] for k in range(1, 7))), rows=rep[table[:, 0]])
+        per_cls = np.full(n_cls, np.inf)
+        np.minimum.at(per_cls, table[:, 0], obj)
+        low = per_cls[cls]
+    return table, mass, offsets, low
 
 
 def _one(tb: Tables, ch: Choice, row: int) -> float:
