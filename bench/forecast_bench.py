@@ -3,6 +3,7 @@
     python bench/forecast_bench.py [--only price|carbon] [--markets NP DE] [--regions BE ...]
                                    [--price-models lear lear_nn] [--day-step N] [--workers 2] [--json]
                                    [--no-generation-forecast] [--carbon-model lear_hgb_log]
+                                   [--carbon-test 2021-07-01 2021-12-31]
 
 * price: day-ahead, recalibrated daily, on the exact epftoolbox test periods (NP 2016-12-27..2018-12-24,
   DE 2016-01-04..2017-12-31), side by side with the official LEAR-Ens and DNN-Ens forecasts
@@ -16,6 +17,9 @@
   prices of interconnected zones (``forecasting.sources.harmonized.CARBON_NEIGHBOURS``, published with
   the zone's own the day before), and the zone's day-ahead generation forecast (ENTSO-E, from
   deepforkit_entsoe/); ``--no-generation-forecast`` leaves the latter out, as production runs today.
+  ``--carbon-test`` scores another period (2021 H2 for all regions, 2023 H1 for DE and FR, the only ones with
+  carbon data then), so that choices need not be made on the 2022 test year; ``--carbon-model a+b+c`` scores
+  the equal-weight geometric mean of registered models;
   Renewable share: ``lear_short`` regressors as before (load, solar, wind and price forecasts);
 * cost: wall time and CPU time of each run (see the table's last columns);
 * refresh: one production refresh of the 7 regions x 3 kinds from a fresh SQLite database (``--only refresh``).
@@ -32,17 +36,19 @@ import os
 import resource
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from forecasting.backtest import run_backtest  # noqa: E402
 from forecasting.metrics import mae, mape, smape  # noqa: E402
-from forecasting.models import Lear, get_model  # noqa: E402
+from forecasting.models import Ensemble, Lear, Model, get_model  # noqa: E402
 from forecasting.sources import read_harmonized, read_series_csv  # noqa: E402
 from forecasting.sources.deepforkit import read_deepforkit  # noqa: E402
 from forecasting.sources.harmonized import CARBON_NEIGHBOURS  # noqa: E402
@@ -54,6 +60,7 @@ RENEWABLE_EXOG = ("load_forecast_mw", "solar_forecast_mw", "wind_onshore_forecas
 CARBON_EXOG = ("load_forecast_mw", "wind_solar_forecast_mw", "price_eur_mwh")
 GENERATION = "generation_forecast_mw"
 CARBON_MODEL = "lear_hgb_log"  # production choice for carbon intensity (app.services.forecasts.DEFAULT_MODELS)
+CARBON_TEST = ("2022-01-01", "2022-12-31")  # the test year; --carbon-test picks another period (model choices)
 CACHE = ROOT / "var" / "cache" / "forecast_bench"  # default of --cache
 
 
@@ -103,8 +110,11 @@ def price_bench(
     return rows
 
 
-def carbon_frame(data: Path, region: str, generation: bool) -> tuple[pd.DataFrame, tuple[str, ...]]:
-    """Harmonized 2021-2022 table of ``region`` with the carbon regressors; returns (frame, carbon exog)."""
+def carbon_frame(
+    data: Path, region: str, generation: bool, end: str = "2022-12-31"
+) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """Harmonized table of ``region`` from 2021 to ``end`` with the carbon regressors; returns (frame, carbon
+    exog). The default end keeps the frame, and so the per-day cache key, of the 2022 test year."""
     frame, _ = read_harmonized(data / "harmonized" / f"{region}_hourly.csv.gz")
     parts = [c for c in ("solar_forecast_mw", "wind_onshore_forecast_mw", "wind_offshore_forecast_mw") if c in frame]
     frame["wind_solar_forecast_mw"] = frame[parts].sum(axis=1, min_count=len(parts))  # as market.read_csv stores it
@@ -117,20 +127,28 @@ def carbon_frame(data: Path, region: str, generation: bool) -> tuple[pd.DataFram
         gen, _ = read_deepforkit(data / "deepforkit_entsoe" / f"{region}.csv.gz")
         frame[GENERATION] = gen[GENERATION].reindex(frame.index)
         exog.append(GENERATION)
-    return frame.loc["2021-01-01":"2022-12-31"], tuple(exog)
+    return frame.loc["2021-01-01":end], tuple(exog)
+
+
+def carbon_model(name: str) -> Model:
+    """A registered model, or for ``a+b+c`` the equal-weight geometric mean of registered models a, b and c
+    (how candidate members were compared; each member's days are cached on their own)."""
+    if "+" not in name:
+        return get_model(name)
+    return Ensemble(tuple(get_model(n) for n in name.split("+")), geometric=True, name=name)
 
 
 def carbon_bench(
     data: Path, regions: list[str], targets: list[str], day_step: int, workers: int, cache: Path, generation: bool,
-    carbon_model: str = CARBON_MODEL,
+    carbon_name: str = CARBON_MODEL, test: tuple[str, str] = CARBON_TEST,
 ) -> list[dict]:
     rows = []
     for region in regions:
-        frame, carbon_exog = carbon_frame(data, region, generation)
+        frame, carbon_exog = carbon_frame(data, region, generation, max(test[1], CARBON_TEST[1]))
         for target in targets:
             carbon = target.startswith("carbon")
-            model_name = carbon_model if carbon else "lear"
-            model = get_model(carbon_model) if carbon else Lear(windows_days=(56, 84, 364))
+            model_name = carbon_name if carbon else "lear"
+            model = carbon_model(carbon_name) if carbon else Lear(windows_days=(56, 84, 364))
             models = {model_name: model, "naive_daily": get_model("naive_daily"),
                       "persistence": get_model("persistence")}
             if carbon:  # the members of an ensemble are scored too (computed once, see run_backtest)
@@ -138,7 +156,7 @@ def carbon_bench(
                     models.setdefault(member.name, member)
             task = ForecastTask(target, carbon_exog if carbon else RENEWABLE_EXOG)
             wall0, cpu0 = time.perf_counter(), _cpu_s()
-            result = run_backtest(frame, task, models, "2022-01-01", "2022-12-31", cache_dir=cache,
+            result = run_backtest(frame, task, models, test[0], test[1], cache_dir=cache,
                                   workers=workers, day_step=day_step)
             wall, cpu = time.perf_counter() - wall0, _cpu_s() - cpu0
             fc = result.forecasts
@@ -146,6 +164,7 @@ def carbon_bench(
             for name in [*models, "naive_weekly"]:
                 a, f = fc["actual"].to_numpy(), fc[name].to_numpy()
                 rows.append({"section": "carbon", "series": f"{region} {target}", "model": name,
+                             "period": f"{test[0]}..{test[1]}",
                              "mae": mae(a, f), "mape": mape(a, f), "mae_vs_naive_daily": mae(a, f) / ref,
                              "days": len(fc) // 24, "day_step": day_step,
                              "wall_s": wall if name == model_name else None,
@@ -205,16 +224,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-generation-forecast", action="store_true",
                         help="carbon intensity without the zone's generation forecast (what production stores today)")
     parser.add_argument("--carbon-model", default=CARBON_MODEL,
-                        help="carbon-intensity model (registry name); an ensemble's members are scored beside it")
+                        help="carbon-intensity model (registry name, or a+b+c for the geometric mean of registered "
+                             "models); an ensemble's members are scored beside it")
+    parser.add_argument("--carbon-test", nargs=2, default=list(CARBON_TEST), metavar=("FIRST", "LAST"),
+                        help="carbon test days (default the year 2022); a period outside 2022 to make choices on, "
+                             "e.g. 2021-07-01 2021-12-31 (all regions) or 2023-01-01 2023-06-29 (DE, FR only)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     data = shared_data()
     rows: list[dict] = []
-    if args.only in (None, "price"):
-        rows += price_bench(data, args.markets, args.price_models, args.day_step, args.workers, args.cache)
-    if args.only in (None, "carbon"):
-        rows += carbon_bench(data, args.regions, args.targets, args.day_step, args.workers, args.cache,
-                             not args.no_generation_forecast, args.carbon_model)
+    # one BLAS/OpenMP thread per worker process (forked workers inherit the limit): with OpenMP's default of a
+    # thread per core, one hgb_log day (CH, 2022-06-01) took 5.9 CPU-s on this busy 2-core machine, 1.4 with one
+    with threadpool_limits(limits=1) if args.workers > 1 else nullcontext():
+        if args.only in (None, "price"):
+            rows += price_bench(data, args.markets, args.price_models, args.day_step, args.workers, args.cache)
+        if args.only in (None, "carbon"):
+            rows += carbon_bench(data, args.regions, args.targets, args.day_step, args.workers, args.cache,
+                                 not args.no_generation_forecast, args.carbon_model, tuple(args.carbon_test))
     if args.only in (None, "refresh"):
         rows += refresh_bench(data, args.regions, args.refresh_history_days)
     table = pd.DataFrame(rows)

@@ -74,6 +74,9 @@ class Boosted:
         Random state of the trees' binning subsample.
     differences : bool
         Add day-to-day changes as features (see :func:`hourly_features`).
+    loss : str
+        ``HistGradientBoostingRegressor`` loss: ``"squared_error"`` (the conditional mean) or
+        ``"absolute_error"`` (the conditional median; on a log target the median of the relative error).
     """
 
     window_days: int = 364
@@ -84,6 +87,7 @@ class Boosted:
     l2: float = 1.0
     seed: int = 0
     differences: bool = False
+    loss: str = "squared_error"
     target_lags: tuple[int, ...] = (1, 2, 3, 7)
     exog_lags: tuple[int, ...] = (0, 1, 7)
     min_days: int = 28
@@ -109,7 +113,7 @@ class Boosted:
         y = data.target[data.rows[-self.window_days :]]
         base = x[:, :24].mean(axis=1)  # yesterday's mean
         model = HistGradientBoostingRegressor(
-            max_iter=self.iterations, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
+            loss=self.loss, max_iter=self.iterations, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
             min_samples_leaf=self.min_samples_leaf, l2_regularization=self.l2, early_stopping=False,
             random_state=self.seed,
         )

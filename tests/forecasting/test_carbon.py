@@ -103,6 +103,25 @@ def test_boosted_is_deterministic_and_forecasts_two_days(make_frame):
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_absolute_error_trees_forecast_the_median_through_one_sided_spikes(make_frame):
+    """15 % of the hours are tripled at random (no regressor explains them): squared-error trees forecast the
+    mean of log and so sit above every ordinary hour, absolute-error trees forecast the median, the ordinary level."""
+    frame = make_frame(days=100, seed=5)
+    z = 2e-4 * (frame["load_forecast_mw"] - 40_000) - 1.2e-4 * (frame["wind_forecast_mw"] - 10_000)
+    ordinary = 200.0 * np.exp(z)
+    frame["carbon_g_per_kwh"] = ordinary * np.where(np.random.default_rng(5).random(len(frame)) < 0.15, 3.0, 1.0)
+    errors = {}
+    for loss in ("squared_error", "absolute_error"):
+        model = Transformed(Boosted(window_days=56, iterations=100, differences=True, loss=loss), "log")
+        fc, actual = [], []
+        for day in ("2022-04-01", "2022-04-08"):
+            history, future = split(frame, day)
+            fc.append(model.predict(history, future[list(TASK.exog)], TASK)["forecast"].to_numpy())
+            actual.append(ordinary.loc[future.index].to_numpy())
+        errors[loss] = mape(np.concatenate(actual), np.concatenate(fc))
+    assert errors["absolute_error"] < 10.0 and errors["absolute_error"] < 0.6 * errors["squared_error"]
+
+
 def test_hourly_features_unfold_a_day_and_its_changes():
     """Two target lags, one regressor on days d and d-1: hour h of the unfolded row holds that hour's values,
     and with ``differences`` the target's deviations from yesterday's mean and the regressor's day-to-day change."""
