@@ -1,4 +1,4 @@
-"""Run one function in a forked child process while the planner goes on in the parent (a second worker).
+"""Run work in a forked child process while the planner goes on in the parent (a second worker).
 
 ``SolveParams.num_workers`` cores are the planner's to use. Where the Lagrangian bound is still open, the
 subgradient ascent runs on the second core for the whole solve while the first one searches for plans;
@@ -50,29 +50,51 @@ class Child:
         return value if ok else None
 
 
-def fork_call(fn: Callable[[], Any]) -> Child | None:
-    """Start ``fn()`` in a forked child; ``None`` where fork is not available (the caller runs alone)."""
+def _fork_branch() -> tuple[int | None, Child | None]:
+    """Fork, both processes carrying on from here: ``(write end, None)`` in the child, ``(None, Child)`` in the
+    parent, ``(None, None)`` where fork is unavailable. The child ends with ``_send_and_exit``."""
     if not hasattr(os, "fork"):
-        return None
+        return None, None
     read_fd, write_fd = os.pipe()
     try:
         pid = os.fork()
     except OSError:
         os.close(read_fd)
         os.close(write_fd)
-        return None
-    if pid == 0:  # child: compute, send, leave without running the parent's exit handlers
+        return None, None
+    if pid == 0:
         os.close(read_fd)
-        code = 0
-        try:
-            payload = pickle.dumps((True, fn()))
-        except BaseException:
-            payload, code = pickle.dumps((False, None)), 1
-        try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(write_fd, view) :]
-        finally:
-            os._exit(code)
+        return write_fd, None
     os.close(write_fd)
-    return Child(pid, read_fd)
+    return None, Child(pid, read_fd)
+
+
+def _send_and_exit(write_fd: int, value: Any, ok: bool = True) -> None:
+    """Send ``value`` to the parent and end the child without running the parent's exit handlers."""
+    code = 0
+    try:
+        payload = pickle.dumps((ok, value))
+    except BaseException:
+        payload, code = pickle.dumps((False, None)), 1
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(write_fd, view) :]
+    finally:
+        os._exit(code)
+
+
+def fork_call(fn: Callable[[], Any]) -> Child | None:
+    """Start ``fn()`` in a forked child; ``None`` where fork is not available (the caller runs alone)."""
+    write_fd, child = _fork_branch()
+    if write_fd is not None:  # child: compute, send, leave (an exception is sent as "no result")
+        # lower priority: on a quiet machine the second core is the child's alone; where the cores are shared
+        # with other work, the parent (which holds the plan and the LP bound) keeps its share
+        with contextlib.suppress(OSError):
+            os.nice(5)
+        try:
+            value, ok = fn(), True
+        except BaseException:
+            value, ok = None, False
+        _send_and_exit(write_fd, value, ok)
+    return child
