@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
@@ -60,7 +61,7 @@ def test_warm_started_master_matches_a_master_solved_from_scratch():
     cold.add_options(every, np.arange(len(rows)), rows)
     cold.add_options(opts, np.arange(len(job_rows)), job_rows)
     assert cold.solve(5.0)
-    assert values == sorted(values, reverse=True)  # more columns never raise the LP value
+    assert all(b <= a + 1e-9 for a, b in itertools.pairwise(values))  # more columns never raise it
     assert math.isclose(values[-1], cold.value(), rel_tol=1e-9)
     m_warm, _pi_warm = warm.duals()
     bound_warm, _, _ = evaluate(tb, m_warm)
