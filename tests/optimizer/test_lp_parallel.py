@@ -92,7 +92,7 @@ def test_ascent_on_a_second_worker_gives_a_valid_bound_without_the_lp():
     for seed in (3, 8):
         pb = _tiny(seed)
         best = brute_force(pb)
-        two = SolveParams(time_limit_s=2.0, num_workers=2, random_seed=1, max_lp_jobs=0, max_cpsat_jobs=0)
+        two = SolveParams(time_limit_s=3.0, num_workers=2, random_seed=1, max_lp_jobs=0, max_cpsat_jobs=0)
         plan = solve(pb, two)
         assert check_plan(pb, plan).ok
         assert any("second worker" in note for note in plan.stats.notes)
