@@ -18,6 +18,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,14 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from forecasting.models.base import assemble
 from forecasting.models.daily import DailyData, build_daily, forecast_days
 from forecasting.task import ForecastTask
+
+
+class Regressor(Protocol):
+    """What :func:`fit_hourly` needs of a scikit-learn regressor."""
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> object: ...
+
+    def predict(self, x: np.ndarray) -> np.ndarray: ...
 
 
 def hourly_features(
@@ -105,24 +114,30 @@ class Boosted:
 
     def fit(self, data: DailyData) -> Callable[[np.ndarray], np.ndarray]:
         """Fit on the last ``window_days`` complete days; returns design rows -> (rows x 24) forecasts."""
-        n_exog = len(data.exog)
-        unfold = lambda x: hourly_features(  # noqa: E731
-            x, len(self.target_lags), n_exog, len(self.exog_lags), self.differences
-        )
-        x = data.x[-self.window_days :]
-        y = data.target[data.rows[-self.window_days :]]
-        base = x[:, :24].mean(axis=1)  # yesterday's mean
         model = HistGradientBoostingRegressor(
-            loss=self.loss, max_iter=self.iterations, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
-            min_samples_leaf=self.min_samples_leaf, l2_regularization=self.l2, early_stopping=False,
-            random_state=self.seed,
+            loss=self.loss, max_iter=self.iterations, learning_rate=self.learning_rate,
+            max_leaf_nodes=self.max_leaf_nodes, min_samples_leaf=self.min_samples_leaf, l2_regularization=self.l2,
+            early_stopping=False, random_state=self.seed,
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model.fit(unfold(x), (y - base[:, None]).ravel())
+        return fit_hourly(model, data, self.window_days, len(self.target_lags), len(self.exog_lags), self.differences)
 
-        def predictor(rows_x: np.ndarray) -> np.ndarray:
-            out = model.predict(unfold(rows_x)).reshape(len(rows_x), 24)
-            return out + rows_x[:, :24].mean(axis=1)[:, None]
 
-        return predictor
+def fit_hourly(
+    model: Regressor, data: DailyData, window_days: int, n_target_lags: int, n_exog_lags: int, differences: bool
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Fit ``model`` to the hours of the last ``window_days`` complete days (features: :func:`hourly_features`;
+    target: the hour's value minus yesterday's mean); returns design rows -> (rows x 24) forecasts."""
+    n_exog = len(data.exog)
+    unfold = lambda x: hourly_features(x, n_target_lags, n_exog, n_exog_lags, differences)  # noqa: E731
+    x = data.x[-window_days:]
+    y = data.target[data.rows[-window_days:]]
+    base = x[:, :24].mean(axis=1)  # yesterday's mean
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(unfold(x), (y - base[:, None]).ravel())
+
+    def predictor(rows_x: np.ndarray) -> np.ndarray:
+        out = model.predict(unfold(rows_x)).reshape(len(rows_x), 24)
+        return out + rows_x[:, :24].mean(axis=1)[:, None]
+
+    return predictor
