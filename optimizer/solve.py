@@ -123,9 +123,8 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     cls, rep, counts = build_classes(tb)
     lp_converged = False
     cand_ls = cand0
-    starts = [
-        best
-    ]  # plans the fast moves start from on the LP path (the best one first is not always best after)
+    # plans the fast moves start from on the LP path (the best one first is not always best after)
+    starts = [best]
     lp_path = not capped and params.max_lp_jobs >= tb.J
     lp_sol: tuple[np.ndarray, np.ndarray] | None = None  # (class per row, LP solution) for the targeted moves
     if lp_path:

@@ -101,7 +101,7 @@ register("nn_log", _nn_log)
 register("et_log", _et_log)
 register("hgb600_log", _hgb600_log)
 register("hgb31_log", _hgb31_log)
-# Production carbon-intensity model: the geometric mean of the two (their errors are weakly correlated).
+# Production carbon-intensity model: the geometric mean of lear_log and hgb_log (their errors are weakly correlated).
 register("lear_hgb_log", lambda: Ensemble((_lear_log(), _hgb_log()), geometric=True, name="lear_hgb_log"))
 # Production price model: LEAR and the network averaged (their errors are weakly correlated).
 register("lear_nn", lambda: Ensemble((Lear(), NeuralNet()), name="lear_nn"))
