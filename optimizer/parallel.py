@@ -14,15 +14,31 @@ import os
 import pickle
 import select
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 
+def _end(pid: int, read_fd: int) -> None:
+    """Close the pipe, kill the child and reap it."""
+    with contextlib.suppress(OSError):
+        os.close(read_fd)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, 9)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
 class Child:
-    """A forked child computing ``fn()``; :meth:`result` collects its return value."""
+    """A forked child computing ``fn()``; :meth:`result` collects its return value.
+
+    A child whose result is never asked for (the caller raised) is killed and reaped when this object is
+    collected, so no process outlives the solve that started it.
+    """
 
     def __init__(self, pid: int, read_fd: int) -> None:
         self.pid, self.read_fd = pid, read_fd
+        self._finalizer = weakref.finalize(self, _end, pid, read_fd)
 
     def result(self, timeout_s: float) -> Any | None:
         """The child's return value, or ``None`` if it failed or did not answer within ``timeout_s`` [s]."""
@@ -39,10 +55,7 @@ class Child:
                     break
                 chunks.append(data)
         finally:
-            os.close(self.read_fd)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, 9)
-            os.waitpid(self.pid, 0)
+            self._finalizer()  # runs once: a later collection does nothing
         try:
             ok, value = pickle.loads(b"".join(chunks))
         except Exception:

@@ -88,6 +88,25 @@ def test_fork_call_returns_the_value_none_on_error_and_none_past_its_time():
     assert time.perf_counter() - t0 < 5.0  # the late child is killed, not waited for
 
 
+def test_a_child_whose_result_is_never_asked_for_is_killed_and_reaped():
+    import gc
+    import os
+
+    from optimizer.parallel import fork_call
+
+    child = fork_call(lambda: time.sleep(30) or 1)
+    assert child is not None
+    pid = child.pid
+    del child  # as when the solve that started it raised
+    gc.collect()
+    try:
+        os.waitpid(pid, os.WNOHANG)
+        reaped = False
+    except ChildProcessError:
+        reaped = True
+    assert reaped
+
+
 def test_ascent_on_a_second_worker_gives_a_valid_bound_without_the_lp():
     for seed in (3, 8):
         pb = _tiny(seed)
