@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from app.enums import ACTIVE_RUN_STATES, JobState
 from app.models import Assignment, Job, Run
+from app.services.dispatch_claim import next_chunk
 from app.services.overview import running_intervals
 
 #: Job states whose work holds capacity: dispatched, running, or paused between the chunks of its assignment.
@@ -35,10 +36,9 @@ def held_intervals(session: Session, now_slot_end: datetime) -> list[tuple[Assig
         if rest:
             rest[0] = (rest[0][0], max(rest[0][1], now_slot_end))  # still going past its planned end
         out.append((a, rest))
-    paused = session.scalars(select(Job.id).where(Job.state == JobState.PAUSED))
-    for job_id in list(paused):
-        last = session.scalar(select(Run).where(Run.job_id == job_id).order_by(Run.id.desc()).limit(1))
-        then = session.get(Assignment, last.assignment_id) if last is not None and last.assignment_id else None
-        if then is not None and last is not None and last.chunk_index is not None:
-            out.append((then, running_intervals(then)[last.chunk_index + 1 :]))
+    for job_id in list(session.scalars(select(Job.id).where(Job.state == JobState.PAUSED))):
+        following = next_chunk(session, job_id)
+        if following is not None:
+            then, chunk_index = following
+            out.append((then, running_intervals(then)[chunk_index:]))
     return out

@@ -100,10 +100,13 @@ def claim_due(
     -------
     (run ids, ids of jobs that could not be dispatched)
     """
+    due_before = now + timedelta(seconds=settings.dispatch_interval_s)
+    # paused jobs resume on the assignment their chunks came from, whatever plan is current
+    claimed, failed = _claim_resumable(session, due_before=due_before, now=now, worker=worker, limit=limit)
     plan_id = current_plan_id(session)
     if plan_id is None:
-        return (), ()
-    due_before = now + timedelta(seconds=settings.dispatch_interval_s)
+        session.commit()
+        return tuple(claimed), tuple(failed)
     q = (
         select(Job, Assignment)
         .join(Assignment, Assignment.job_id == Job.id)
@@ -113,10 +116,7 @@ def claim_due(
     )
     if _is_pg(session):
         q = q.with_for_update(of=Job, skip_locked=True)  # a concurrent tick skips the rows this one holds
-    claimed: list[int] = []
-    failed: list[int] = []
     seen: set[int] = set()
-    _claim_resumable(session, due_before=due_before, now=now, worker=worker, limit=limit, out=(claimed, failed))
     for job, assignment in session.execute(q).all():
         if job.id in seen:
             continue  # one run per job, even if a plan holds two assignments for it
@@ -142,9 +142,14 @@ def claim_due(
 
 
 def _claim_resumable(
-    session: Session, *, due_before: datetime, now: datetime, worker: str, limit: int, out: tuple[list[int], list[int]]
-) -> None:
-    """Claim the next chunk of every paused job whose ``resume_at`` is due (no commit)."""
+    session: Session, *, due_before: datetime, now: datetime, worker: str, limit: int
+) -> tuple[list[int], list[int]]:
+    """Claim the next chunk of every paused job whose ``resume_at`` is due (no commit).
+
+    Returns
+    -------
+    (run ids, ids of jobs that could not be dispatched)
+    """
     q = (
         select(Job)
         .where(Job.state == JobState.PAUSED, Job.resume_at.is_not(None), Job.resume_at <= due_before)
@@ -153,7 +158,8 @@ def _claim_resumable(
     )
     if _is_pg(session):
         q = q.with_for_update(skip_locked=True)
-    claimed, failed = out
+    claimed: list[int] = []
+    failed: list[int] = []
     for job in list(session.scalars(q)):
         won = session.execute(
             update(Job).where(Job.id == job.id, Job.state == JobState.PAUSED).values(state=JobState.DISPATCHING)
@@ -161,18 +167,27 @@ def _claim_resumable(
         if won.rowcount != 1:  # type: ignore[attr-defined]
             continue
         session.refresh(job)
-        last = session.scalar(select(Run).where(Run.job_id == job.id).order_by(Run.id.desc()).limit(1))
-        assignment = session.get(Assignment, last.assignment_id) if last and last.assignment_id else None
-        if last is None or last.chunk_index is None or assignment is None:
-            job.state = JobState.PAUSED  # nothing to resume from: leave it for an operator to see
-            job.state_reason = "paused without a chunked run to continue"
-            continue
         job.resume_at = None
-        run = _new_run(session, job, assignment, now=now, worker=worker, chunk_index=last.chunk_index + 1)
+        following = next_chunk(session, job.id)
+        if following is None:  # its chunk run or assignment is gone: plan the whole job again
+            job_service.set_state(session, job, JobState.PENDING, "paused without a chunk to continue", at=now)
+            continue
+        assignment, chunk_index = following
+        run = _new_run(session, job, assignment, now=now, worker=worker, chunk_index=chunk_index)
         if run is None:
             failed.append(job.id)
         else:
             claimed.append(run.id)
+    return claimed, failed
+
+
+def next_chunk(session: Session, job_id: int) -> tuple[Assignment, int] | None:
+    """A paused job's assignment and the index of its chunk to run next, from its latest (chunk) run."""
+    last = session.scalar(select(Run).where(Run.job_id == job_id).order_by(Run.id.desc()).limit(1))
+    if last is None or last.chunk_index is None or last.assignment_id is None:
+        return None
+    assignment = session.get(Assignment, last.assignment_id)
+    return None if assignment is None else (assignment, last.chunk_index + 1)
 
 
 def _new_run(

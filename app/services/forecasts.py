@@ -236,7 +236,7 @@ def refresh(
         log.warning("forecast refresh failed for %s %s with %s: %s", zone, kind.value, name, exc)
         return RefreshOutcome(zone, kind, failed.id, failed.status, name, 0, str(exc))
     qcols = [c for c in result.columns if c != "forecast"]
-    for ts, (_, row) in zip(pd.DatetimeIndex(result.index), result.iterrows(), strict=True):
+    for ts, row in zip(pd.DatetimeIndex(result.index), result.to_dict("records"), strict=True):
         quantiles = {f"{int(c[1:]) / 100:g}": float(row[c]) for c in qcols}
         run.points.append(ForecastPoint(ts=ts.to_pydatetime(), value=float(row["forecast"]), quantiles=quantiles))
     run.status, run.finished_at = ForecastRunStatus.SUCCEEDED, utcnow()

@@ -199,20 +199,22 @@ def _chunk_totals(
 ) -> dict[int, ChunkTotals]:
     """Per job whose latest run is a chunk: the totals over its assignment's chunk runs.
 
-    The figures are summed only when the latest run is the last chunk and every chunk run succeeded with a
-    reading; before that the job is reported on its plan (energy None), never on part of its work.
+    The figures are summed only when every chunk run succeeded with a reading; before that the job is reported on
+    its plan (energy None), never on part of its work. One query for all the jobs.
     """
+    chunked = {jid: a for jid, run in runs.items()
+               if run.chunk_index is not None and (a := assignments.get(jid)) is not None and run.assignment_id == a.id}
+    done: dict[int, dict[int, Run]] = {jid: {} for jid in chunked}
+    if chunked:
+        for r in session.scalars(
+            select(Run).where(Run.job_id.in_(list(chunked)), Run.chunk_index.is_not(None),
+                              Run.state == RunState.SUCCEEDED).order_by(Run.id)
+        ):
+            if r.assignment_id == chunked[r.job_id].id:
+                done[r.job_id][int(r.chunk_index or 0)] = r  # a redelivered chunk counts once (its latest run)
     out: dict[int, ChunkTotals] = {}
-    for jid, run in runs.items():
-        a = assignments.get(jid)
-        if run.chunk_index is None or a is None or run.assignment_id != a.id:
-            continue
-        done = list(session.scalars(
-            select(Run).where(Run.job_id == jid, Run.assignment_id == a.id, Run.chunk_index.is_not(None),
-                              Run.state == RunState.SUCCEEDED).order_by(Run.chunk_index, Run.id)
-        ))
-        by_chunk = {int(r.chunk_index or 0): r for r in done}  # a redelivered chunk counts once (its latest run)
-        n = len(a.chunks or ())
+    for jid, a in chunked.items():
+        by_chunk, n = done[jid], len(a.chunks or ())
         if n == 0 or sorted(by_chunk) != list(range(n)) or any(r.energy_kwh is None for r in by_chunk.values()):
             out[jid] = ChunkTotals(None, None, None, None)
             continue

@@ -118,3 +118,17 @@ def test_cancelling_a_paused_job_keeps_its_next_chunk_from_running(client, sessi
     session.expire_all()
     assert held_intervals(session, utcnow()) == []  # its chunk to come no longer holds capacity
     assert [r.chunk_index for r in session.scalars(select(Run).where(Run.job_id == job.id))] == [0]
+
+
+def test_a_paused_job_with_no_chunk_to_continue_goes_back_to_planning(session, settings, small_fleet, tmp_path):
+    tenant_id = auth.create_tenant(session, "team-a").id
+    add_local_clusters(session, tmp_path)
+    job = add_job(session, tenant_id, interruptible=True)
+    # its chunk run is gone, and no plan is current: resuming must not wait for one
+    job.state, job.resume_at = JobState.PAUSED, utcnow() - timedelta(minutes=1)
+    session.commit()
+    assert dispatch.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
+    session.expire_all()
+    job = session.get(Job, job.id)
+    assert job.state == JobState.PENDING and job.resume_at is None
+    assert job.state_reason == "paused without a chunk to continue"
