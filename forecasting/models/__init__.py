@@ -77,6 +77,11 @@ def _hgb31_log() -> Model:
     )
 
 
+def _hgbw_log(half_life_days: float) -> Model:
+    name = f"hgbw{half_life_days:g}_log"
+    return Transformed(Boosted(window_days=364, differences=True, half_life_days=half_life_days), "log", name=name)
+
+
 def _nn_log() -> Model:
     return Transformed(NeuralNet(window_days=364, seeds=(0,)), "log", name="nn_log")
 
@@ -101,6 +106,11 @@ register("nn_log", _nn_log)
 register("et_log", _et_log)
 register("hgb600_log", _hgb600_log)
 register("hgb31_log", _hgb31_log)
+# Second round (issue #3), declared before the runs: the trees with their training days weighted by recency,
+# half-life 60 or 120 days in the 364-day window, each replacing hgb_log beside lear_log
+# (`--carbon-model lear_log+hgbw60_log`), compared on 2021 H2.
+register("hgbw60_log", lambda: _hgbw_log(60))
+register("hgbw120_log", lambda: _hgbw_log(120))
 # Production carbon-intensity model: the geometric mean of lear_log and hgb_log (their errors are weakly correlated).
 register("lear_hgb_log", lambda: Ensemble((_lear_log(), _hgb_log()), geometric=True, name="lear_hgb_log"))
 # Production price model: LEAR and the network averaged (their errors are weakly correlated).

@@ -11,6 +11,9 @@ With ``differences`` (the registered ``hgb_log``) the day-to-day changes are fea
 value minus yesterday's mean, and each regressor's change from day d-1 to day d, per hour and in its daily mean.
 The target is the hour's value minus yesterday's mean (so that a level shift does not leave the trees'
 range) and the fitted model is scikit-learn's ``HistGradientBoostingRegressor`` with fixed iterations and seed.
+With ``half_life_days`` the training days are weighted by recency, ``0.5 ** (age / half_life_days)`` with the
+age in days before the last history day, so that a regime that changed within the window (fuel prices, a
+nuclear fleet's availability) outweighs the older days without dropping them.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from forecasting.task import ForecastTask
 class Regressor(Protocol):
     """What :func:`fit_hourly` needs of a scikit-learn regressor."""
 
-    def fit(self, x: np.ndarray, y: np.ndarray) -> object: ...
+    def fit(self, x: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None) -> object: ...
 
     def predict(self, x: np.ndarray) -> np.ndarray: ...
 
@@ -86,6 +89,9 @@ class Boosted:
     loss : str
         ``HistGradientBoostingRegressor`` loss: ``"squared_error"`` (the conditional mean) or
         ``"absolute_error"`` (the conditional median; on a log target the median of the relative error).
+    half_life_days : float, optional
+        Half-life [days] of the training days' weights by age (see :func:`recency_weights`); ``None`` weighs
+        every day of the window alike.
     """
 
     window_days: int = 364
@@ -97,6 +103,7 @@ class Boosted:
     seed: int = 0
     differences: bool = False
     loss: str = "squared_error"
+    half_life_days: float | None = None
     target_lags: tuple[int, ...] = (1, 2, 3, 7)
     exog_lags: tuple[int, ...] = (0, 1, 7)
     min_days: int = 28
@@ -119,25 +126,57 @@ class Boosted:
             max_leaf_nodes=self.max_leaf_nodes, min_samples_leaf=self.min_samples_leaf, l2_regularization=self.l2,
             early_stopping=False, random_state=self.seed,
         )
-        return fit_hourly(model, data, self.window_days, len(self.target_lags), len(self.exog_lags), self.differences)
+        return fit_hourly(model, data, self.window_days, len(self.target_lags), len(self.exog_lags), self.differences,
+                          self.half_life_days)
+
+
+def recency_weights(rows: np.ndarray, last_day: int, half_life_days: float) -> np.ndarray:
+    """Weights ``0.5 ** (age / half_life_days)`` of training days ``rows`` (day indices), the age [days] counted
+    back from day ``last_day`` (weight 1); a half-life that is not positive raises ``ValueError``."""
+    if not half_life_days > 0:
+        raise ValueError(f"half_life_days must be positive, got {half_life_days}")
+    return np.power(0.5, (last_day - rows) / half_life_days)
+
+
+def quantile_edges(features: np.ndarray, n_bins: int = 255) -> list[np.ndarray]:
+    """Per column, the distinct inner quantiles that cut it into at most ``n_bins`` bins of equal counts."""
+    levels = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
+    return [np.unique(np.quantile(col, levels)) for col in features.T]
+
+
+def apply_edges(features: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
+    """Each value replaced by its bin number under ``edges`` (see :func:`quantile_edges`): at most 255
+    distinct values per column, which the trees then split on as they are."""
+    return np.column_stack([np.searchsorted(e, col, side="right") for e, col in zip(edges, features.T, strict=True)])
 
 
 def fit_hourly(
-    model: Regressor, data: DailyData, window_days: int, n_target_lags: int, n_exog_lags: int, differences: bool
+    model: Regressor, data: DailyData, window_days: int, n_target_lags: int, n_exog_lags: int, differences: bool,
+    half_life_days: float | None = None,
 ) -> Callable[[np.ndarray], np.ndarray]:
     """Fit ``model`` to the hours of the last ``window_days`` complete days (features: :func:`hourly_features`;
-    target: the hour's value minus yesterday's mean); returns design rows -> (rows x 24) forecasts."""
+    target: the hour's value minus yesterday's mean), weighted by :func:`recency_weights` when
+    ``half_life_days`` is given; returns design rows -> (rows x 24) forecasts."""
     n_exog = len(data.exog)
     unfold = lambda x: hourly_features(x, n_target_lags, n_exog, n_exog_lags, differences)  # noqa: E731
     x = data.x[-window_days:]
-    y = data.target[data.rows[-window_days:]]
+    rows = data.rows[-window_days:]
+    y = data.target[rows]
     base = x[:, :24].mean(axis=1)  # yesterday's mean
+    features = unfold(x)
+    weights, edges = None, None
+    if half_life_days is not None:
+        weights = np.repeat(recency_weights(rows, data.n_hist - 1, half_life_days), 24)
+        # scikit-learn bins weighted data at weighted quantiles, ~20 s for this design; bin unweighted here
+        edges = quantile_edges(features)
+        features = apply_edges(features, edges)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model.fit(unfold(x), (y - base[:, None]).ravel())
+        model.fit(features, (y - base[:, None]).ravel(), sample_weight=weights)
 
     def predictor(rows_x: np.ndarray) -> np.ndarray:
-        out = model.predict(unfold(rows_x)).reshape(len(rows_x), 24)
+        f = unfold(rows_x)
+        out = model.predict(f if edges is None else apply_edges(f, edges)).reshape(len(rows_x), 24)
         return out + rows_x[:, :24].mean(axis=1)[:, None]
 
     return predictor

@@ -11,7 +11,7 @@ import pytest
 from forecasting.errors import ForecastInputError
 from forecasting.metrics import mape
 from forecasting.models import Boosted, Ensemble, Forest, Lear, SeasonalNaive, Transformed, get_model
-from forecasting.models.boost import hourly_features
+from forecasting.models.boost import apply_edges, hourly_features, quantile_edges, recency_weights
 from forecasting.sources.deepforkit import _parse_deepforkit
 from forecasting.sources.harmonized import CARBON_NEIGHBOURS, NEIGHBOURS
 from forecasting.task import ForecastTask
@@ -145,6 +145,45 @@ def test_absolute_error_trees_forecast_the_median_through_one_sided_spikes(make_
             actual.append(ordinary.loc[future.index].to_numpy())
         errors[loss] = mape(np.concatenate(actual), np.concatenate(fc))
     assert errors["absolute_error"] < 10.0 and errors["absolute_error"] < 0.6 * errors["squared_error"]
+
+
+def test_recency_weights_halve_per_half_life():
+    np.testing.assert_allclose(recency_weights(np.array([10, 40, 70]), 70, 30.0), [0.25, 0.5, 1.0])
+    with pytest.raises(ValueError, match="half_life_days"):
+        recency_weights(np.array([1, 2]), 2, 0.0)
+
+
+def test_recency_weighted_trees_follow_a_regime_change(make_frame):
+    """The intensity's response to a regressor reverses 23 days before the first forecast day (an import pattern
+    that turned): trees that weigh all 110 days alike still forecast mostly the old response, with a 7-day
+    half-life the new one."""
+    frame = make_frame(days=120, seed=4)
+    z = np.random.default_rng(4).normal(size=len(frame))
+    frame["wind_forecast_mw"] = 10_000 + 3_000 * z
+    response = np.where(frame.index < pd.Timestamp("2022-04-01", tz="UTC"), 0.3, -0.3)
+    frame["carbon_g_per_kwh"] = 200.0 * np.exp(response * z)
+    errors = {}
+    for half_life in (None, 7.0):
+        model = Transformed(Boosted(window_days=364, iterations=100, differences=True, half_life_days=half_life), "log")
+        fc, actual = [], []
+        for day in ("2022-04-24", "2022-04-28", "2022-05-01"):
+            history, future = split(frame, day)
+            out = model.predict(history, future[list(TASK.exog)], TASK)
+            assert (out["q10"] <= out["q90"]).all()
+            fc.append(out["forecast"].to_numpy())
+            actual.append(future["carbon_g_per_kwh"].to_numpy())
+        errors[half_life] = mape(np.concatenate(actual), np.concatenate(fc))
+    assert errors[7.0] < 8.0 and errors[7.0] < 0.5 * errors[None], errors
+
+
+def test_quantile_edges_bin_in_order_with_at_most_255_values():
+    values = np.column_stack([np.random.default_rng(0).normal(size=5000), np.repeat([1.0, 2.0, 3.0], [2000, 2000, 1000])])
+    edges = quantile_edges(values)
+    binned = apply_edges(values, edges)
+    assert len(np.unique(binned[:, 0])) == 255 and len(np.unique(binned[:, 1])) == 3
+    order = np.argsort(values[:, 0])
+    assert (np.diff(binned[order, 0]) >= 0).all()  # monotone: a split on bins is a split on values
+    np.testing.assert_array_equal(apply_edges(np.array([[-99.0, 0.0], [99.0, 9.0]]), edges), [[0, 0], [254, len(edges[1])]])
 
 
 def test_hourly_features_unfold_a_day_and_its_changes():
