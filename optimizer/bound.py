@@ -15,6 +15,7 @@ bound of the planner's option model.
 from __future__ import annotations
 
 import time
+from collections.abc import MutableSequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -245,6 +246,7 @@ def subgradient(
     max_iter: int = 200,
     time_limit_s: float = 5.0,
     start: Multipliers | None = None,
+    trail: MutableSequence[Choice] | None = None,
 ) -> tuple[float, Multipliers, list[float]]:
     """Subgradient ascent on the Lagrangian dual.
 
@@ -260,6 +262,8 @@ def subgradient(
         Wall-clock limit [s].
     start : Multipliers or None
         Starting point (zeros by default).
+    trail : list or deque of Choice, or None
+        When given, receives the options every job picked at each iteration (columns for a master LP).
 
     Returns
     -------
@@ -274,6 +278,8 @@ def subgradient(
     for _ in range(max_iter):
         value, ch, _ = evaluate(tb, m)
         history.append(value)
+        if trail is not None:
+            trail.append(ch)
         if not history[:-1] or value > best_value + 1e-9 * max(1.0, abs(best_value)):
             best_value, best_m, stall = value, Multipliers(m.lam.copy(), m.mu.copy(), m.nu), 0
         else:

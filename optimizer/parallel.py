@@ -18,6 +18,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from optimizer.bound import Multipliers, subgradient
+from optimizer.tables import Tables
+
+PARALLEL_ASCENT_MAX_JOBS = 20_000  # beyond, two processes' evaluation temporaries may not fit in memory
+
 
 def _end(pid: int, read_fd: int) -> None:
     """Close the pipe, kill the child and reap it."""
@@ -111,3 +116,17 @@ def fork_call(fn: Callable[[], Any]) -> Child | None:
             value, ok = None, False
         _send_and_exit(write_fd, value, ok)
     return child
+
+
+def start_ascent(
+    tb: Tables, num_workers: int, upper: float, m: Multipliers, eval_s: float, left_s: float
+) -> Child | None:
+    """Resume the subgradient ascent from ``m`` on the second worker for the ``left_s`` [s] of the solve left.
+
+    ``eval_s`` is one Lagrangian evaluation [s]; ``None`` with one worker, beyond
+    ``PARALLEL_ASCENT_MAX_JOBS`` jobs, with too little time, or where fork fails.
+    """
+    if num_workers < 2 or tb.J > PARALLEL_ASCENT_MAX_JOBS or left_s <= 4 * eval_s + 1.0:
+        return None
+    budget_s = left_s - 3 * eval_s - 0.5  # an iteration (two evaluations) may start just before it ends
+    return fork_call(lambda: subgradient(tb, upper, start=m, max_iter=100_000, time_limit_s=budget_s)[:2])

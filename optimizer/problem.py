@@ -315,6 +315,9 @@ class SolveParams:
         in seconds) the time goes to local search and the bound.
     recreate_share : float
         Share of the local-search time given to ruin-and-recreate moves (0 turns them off) [-].
+    max_master_jobs : int
+        Largest job count for which, beyond ``max_lp_jobs``, a master LP over the Lagrangian ascent's options
+        is solved once to guide rounding and local search (0 turns it off).
     """
 
     time_limit_s: float = 10.0
@@ -325,6 +328,7 @@ class SolveParams:
     max_lp_jobs: int = 2_000
     max_cpsat_jobs: int = 500
     recreate_share: float = 0.9
+    max_master_jobs: int = 20_000
 
 
 def durations_from_throughput(

@@ -23,7 +23,9 @@ def _real(table: np.ndarray) -> np.ndarray:
     return (l2 == 0) | (s2 >= s1 + l1 + 1)
 
 
-def round_lp(tb: Tables, cls: np.ndarray, primal: np.ndarray, m: Multipliers) -> Choice:
+def round_lp(
+    tb: Tables, cls: np.ndarray, primal: np.ndarray, m: Multipliers, first: np.ndarray | None = None
+) -> Choice:
     """A plan from the LP solution ``primal`` (rows ``(class, r, h, s1, l1, s2, l2, value)``).
 
     Parameters
@@ -36,6 +38,8 @@ def round_lp(tb: Tables, cls: np.ndarray, primal: np.ndarray, m: Multipliers) ->
         Positive columns of the restricted LP solution, as returned in ``column_generation``'s info.
     m : Multipliers
         LP duals (capacity prices) for the repair scan.
+    first : numpy.ndarray or None
+        Job rows placed before all others (e.g. those a first rounding left out), in this order.
 
     Returns
     -------
@@ -50,13 +54,16 @@ def round_lp(tb: Tables, cls: np.ndarray, primal: np.ndarray, m: Multipliers) ->
     table, mass = table[keep], mass[keep]
     order = np.lexsort((-mass, table[:, 0]))
     table, mass = table[order], mass[order]
-    first = np.searchsorted(table[:, 0], np.arange(int(cls.max(initial=-1)) + 2))
+    order = size_order(tb)
+    if first is not None and len(first):
+        order = np.concatenate((first, order[~np.isin(order, first)]))
+    at = np.searchsorted(table[:, 0], np.arange(int(cls.max(initial=-1)) + 2))
     scan = Scanner(tb, m)
-    for row_ in size_order(tb):
+    for row_ in order:
         row = int(row_)
         c = int(cls[row])
         taken = False
-        for k in range(first[c], first[c + 1]):
+        for k in range(at[c], at[c + 1]):
             if mass[k] <= 1e-6:
                 continue
             r, h, s1, l1, s2, l2 = (int(x) for x in table[k, 1:])

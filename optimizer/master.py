@@ -1,0 +1,210 @@
+"""The LP of the aggregated model over a fixed set of columns, built in one piece from numpy arrays.
+
+Column generation (``optimizer.lp``) adds columns round by round through MathOpt's Python model, about
+0.25 ms a column: at 10,000 jobs a round adds ~16,000 columns, and with GLOP's re-solves 3 rounds take 40 s
+and end far from the optimum (LP 9366 against ~9200). Here the whole restricted master (columns
+``x[c, o]`` of job classes, ``left[c]`` at the penalty, one convexity row per class, GPU rows per (region,
+hardware, slot) and power rows per (region, slot)) is written as one MathOpt ``ModelProto`` from arrays
+and solved once, by HiGHS's interior point method with crossover (10,000 jobs, ~35,000 columns: 8-12 s on
+a loaded 2-core machine; GLOP's dual simplex took twice as long). Its columns are the options the
+Lagrangian ascent picked in its last iterations: near the best multipliers those are the options of the
+LP optimum (zero reduced cost), so the restricted LP lands near the full one (seed 0: 9220 against a
+Lagrangian bound of 9150) and its solution is rounded and guides the group moves as the converged LP does at
+1,000 jobs. Its value is not a bound (the master is restricted).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+from ortools.math_opt import (
+    callback_pb2,
+    model_parameters_pb2,
+    model_pb2,
+    parameters_pb2,
+    result_pb2,
+)
+from ortools.math_opt.core.python import solver as core_solver
+from ortools.math_opt.python import mathopt
+
+from optimizer.bound import Choice, Multipliers
+from optimizer.heuristic import option_objective
+from optimizer.tables import Tables
+
+TRAIL_ITERATIONS = 15  # last ascent iterations whose options become columns (near the best multipliers)
+
+
+def column_table(tb: Tables, cls: np.ndarray, choices: list[Choice]) -> np.ndarray:
+    """Distinct runnable options of ``choices`` per job class: rows ``(class, r, h, s1, l1, s2, l2)``.
+
+    Overlapping two-chunk relaxations of the bound (second chunk not after the first) are dropped.
+    """
+    parts = []
+    for ch in choices:
+        on = (ch.r >= 0) & ((ch.l2 == 0) | (ch.s2 >= ch.s1 + ch.l1 + 1))
+        parts.append(
+            np.column_stack((cls[on], ch.r[on], ch.h[on], ch.s1[on], ch.l1[on], ch.s2[on], ch.l2[on]))
+        )
+    if not parts:
+        return np.zeros((0, 7), dtype=np.int64)
+    table = np.concatenate(parts).astype(np.int64)
+    return np.unique(table, axis=0)
+
+
+def _entries(tb: Tables, table: np.ndarray, rep: np.ndarray, n_cls: int):
+    """Rows, columns and coefficients of the master's matrix, sorted row-major."""
+    n = len(table)
+    c, r, h = table[:, 0], table[:, 1], table[:, 2]
+    row = rep[c]
+    g = tb.g[row].astype(float)
+    kw = g * tb.pkw[row, h] * tb.pue[r]
+    rows, cols, vals = (
+        [c, np.arange(n_cls)],
+        [np.arange(n), n + np.arange(n_cls)],
+        [np.ones(n), np.ones(n_cls)],
+    )
+    gpu0, kw0 = n_cls, n_cls + tb.R * tb.H * tb.T
+    for s, ln in ((table[:, 3], table[:, 4]), (table[:, 5], table[:, 6])):
+        col = np.repeat(np.arange(n), ln)
+        offset = np.arange(len(col)) - np.repeat(np.cumsum(ln) - ln, ln)
+        t = s[col] + offset
+        rows += [gpu0 + (r[col] * tb.H + h[col]) * tb.T + t, kw0 + r[col] * tb.T + t]
+        cols += [col, col]
+        vals += [g[col], kw[col]]
+    row_ids, col_ids, coef = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+    order = np.lexsort((col_ids, row_ids))
+    return row_ids[order], col_ids[order], coef[order]
+
+
+def solve_master(
+    tb: Tables,
+    cls: np.ndarray,
+    rep: np.ndarray,
+    counts: np.ndarray,
+    table: np.ndarray,
+    *,
+    time_limit_s: float,
+    solver: str = "highs_ipm",
+) -> tuple[float, np.ndarray, Multipliers] | None:
+    """Solve the master LP over the columns ``table`` (rows ``(class, r, h, s1, l1, s2, l2)``).
+
+    Parameters
+    ----------
+    tb : Tables
+        Problem arrays.
+    cls, rep, counts : numpy.ndarray
+        Class of each job row, a representative row and the size of each class.
+    table : numpy.ndarray
+        Columns, as from :func:`column_table`.
+    time_limit_s : float
+        Wall-clock limit of the simplex [s].
+
+    Returns
+    -------
+    tuple or None
+        ``(LP value [objective units], positive columns as rows (class, r, h, s1, l1, s2, l2, value),
+        capacity duals)``; None when GLOP did not reach the optimum in time.
+    """
+    model = master_model(tb, rep, counts, table)
+    return _solve(tb, model, table, len(rep), time_limit_s, solver)
+
+
+def master_model(tb: Tables, rep: np.ndarray, counts: np.ndarray, table: np.ndarray) -> model_pb2.ModelProto:
+    """The master LP over the columns ``table`` as a MathOpt model (variables: columns, then left-out)."""
+    n_cls, n = len(rep), len(table)
+    obj = option_objective(tb, Choice(*(table[:, k] for k in range(1, 7))), rows=rep[table[:, 0]])
+    model = model_pb2.ModelProto(name="master")
+    n_var = n + n_cls
+    model.variables.ids.extend(range(n_var))
+    model.variables.lower_bounds.extend(np.zeros(n_var).tolist())
+    model.variables.upper_bounds.extend(np.concatenate((counts[table[:, 0]], counts)).astype(float).tolist())
+    model.variables.integers.extend([False] * n_var)
+    model.objective.linear_coefficients.ids.extend(range(n_var))
+    model.objective.linear_coefficients.values.extend(np.concatenate((obj, tb.penalty[rep])).tolist())
+    n_cap = tb.R * tb.H * tb.T + tb.R * tb.T
+    model.linear_constraints.ids.extend(range(n_cls + n_cap))
+    lower = np.concatenate((counts.astype(float), np.full(n_cap, -np.inf)))
+    upper = np.concatenate((counts.astype(float), tb.cap.astype(float).ravel(), tb.kw_cap.ravel()))
+    model.linear_constraints.lower_bounds.extend(lower.tolist())
+    model.linear_constraints.upper_bounds.extend(upper.tolist())
+    row_ids, col_ids, coef = _entries(tb, table, rep, n_cls)
+    matrix = model.linear_constraint_matrix
+    matrix.row_ids.extend(row_ids.tolist())
+    matrix.column_ids.extend(col_ids.tolist())
+    matrix.coefficients.extend(coef.tolist())
+    return model
+
+
+SOLVERS = {
+    "glop": (mathopt.SolverType.GLOP, mathopt.LPAlgorithm.DUAL_SIMPLEX),
+    "highs_ipm": (mathopt.SolverType.HIGHS, mathopt.LPAlgorithm.BARRIER),
+    "highs": (mathopt.SolverType.HIGHS, mathopt.LPAlgorithm.DUAL_SIMPLEX),
+}
+
+
+def _solve(
+    tb: Tables, model: model_pb2.ModelProto, table: np.ndarray, n_cls: int, time_limit_s: float, solver: str
+):
+    n = len(table)
+    n_var = n + n_cls
+    n_cap = tb.R * tb.H * tb.T + tb.R * tb.T
+    kind, algorithm = SOLVERS[solver]
+    params = mathopt.SolveParameters(
+        time_limit=timedelta(seconds=max(0.05, time_limit_s)),
+        lp_algorithm=algorithm,
+    ).to_proto()
+    model_params = model_parameters_pb2.ModelSolveParametersProto()
+    model_params.reduced_costs_filter.filter_by_ids = True
+    out = core_solver.solve(
+        model,
+        kind.value,
+        parameters_pb2.SolverInitializerProto(),
+        params,
+        model_params,
+        None,
+        callback_pb2.CallbackRegistrationProto(),
+        None,
+        None,
+    )
+    if out.termination.reason != result_pb2.TERMINATION_REASON_OPTIMAL or not out.solutions:
+        return None
+    sol = out.solutions[0]
+    x = np.zeros(n_var)
+    ids = np.array(sol.primal_solution.variable_values.ids, dtype=np.int64)
+    x[ids] = np.array(sol.primal_solution.variable_values.values, dtype=float)
+    y = np.zeros(n_cls + n_cap)
+    ids = np.array(sol.dual_solution.dual_values.ids, dtype=np.int64)
+    y[ids] = np.array(sol.dual_solution.dual_values.values, dtype=float)
+    pos = np.flatnonzero(x[:n] > 1e-7)
+    primal = np.column_stack((table[pos].astype(float), x[pos]))
+    lam = np.maximum(0.0, -y[n_cls : n_cls + tb.R * tb.H * tb.T]).reshape(tb.R, tb.H, tb.T)
+    mu = np.maximum(0.0, -y[n_cls + tb.R * tb.H * tb.T :]).reshape(tb.R, tb.T)
+    return float(sol.primal_solution.objective_value), primal, Multipliers(lam, mu)
+
+
+def master_guide(
+    tb: Tables,
+    cls: np.ndarray,
+    rep: np.ndarray,
+    counts: np.ndarray,
+    trail: list[Choice],
+    seeds: list[Choice],
+    *,
+    time_limit_s: float,
+) -> tuple[float, np.ndarray, Multipliers, np.ndarray] | None:
+    """Restricted master LP over the options of the ascent's last iterations and the ``seeds`` plans.
+
+    Returns
+    -------
+    tuple or None
+        ``(LP value, positive columns (class, r, h, s1, l1, s2, l2, value), duals, every column)``, or None
+        when the LP was not solved in ``time_limit_s`` [s].
+    """
+    table = column_table(tb, cls, [*seeds, *trail[-TRAIL_ITERATIONS:]])
+    if len(table) == 0:
+        return None
+    got = solve_master(tb, cls, rep, counts, table, time_limit_s=time_limit_s)
+    if got is None:
+        return None
+    return (*got, table)

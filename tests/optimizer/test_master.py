@@ -1,0 +1,126 @@
+"""The master LP built from arrays over the Lagrangian ascent's options (the path beyond ``max_lp_jobs``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from optimizer import SolveParams, check_plan, solve
+from tests.optimizer.conftest import job, problem, region
+from tests.optimizer.test_solve import brute_force
+
+
+def _every_start(tb):
+    """Every contiguous option of every job row as a Choice, with its job rows."""
+    from optimizer.bound import Choice
+
+    rows, opts = [], []
+    for row in range(tb.J):
+        length = int(tb.dur[row, 0])
+        for start in range(int(tb.rel[row]), int(tb.dl[row]) - length + 1):
+            for reg in range(tb.R):
+                rows.append(row)
+                opts.append((reg, 0, start, length, 0, 0))
+    return Choice(*(np.array(col, dtype=np.int64) for col in zip(*opts, strict=True))), np.array(rows)
+
+
+@pytest.mark.parametrize("solver", ["highs_ipm", "glop"])
+def test_master_over_every_column_is_the_full_lp_and_its_duals_give_that_bound(solver):
+    from optimizer.bound import Choice, evaluate
+    from optimizer.cpsat import build_classes
+    from optimizer.lp import _Master
+    from optimizer.master import column_table, solve_master
+    from optimizer.tables import build_tables
+
+    rng = np.random.default_rng(4)
+    regions = [region(n, rng.integers(5, 100, 8), gpus=4, budget_kw=3.0) for n in ("A", "B")]
+    jobs = [job(f"j{i}", gpus=int(rng.choice([1, 2, 4])), dur=int(rng.integers(1, 5))) for i in range(12)]
+    tb = build_tables(problem(regions, jobs))
+    cls, rep, counts = build_classes(tb)
+    opts, rows = _every_start(tb)
+    per_row = [Choice(*(np.full(tb.J, -1 if k == 0 else 0, dtype=np.int64) for k in range(6)))]
+    for k in range(len(rows)):  # one Choice per option, as the ascent's trail would hold them
+        ch = per_row[0].copy()
+        ch.set(int(rows[k]), opts.get(k))
+        per_row.append(ch)
+    table = column_table(tb, cls, per_row)
+    assert len(table) == len(np.unique(np.column_stack((cls[rows], opts.r, opts.s1)), axis=0))
+    got = solve_master(tb, cls, rep, counts, table, time_limit_s=10.0, solver=solver)
+    assert got is not None
+    value, primal, duals = got
+    reference = _Master(tb, cls, rep, counts)
+    reference.add_options(opts, np.arange(len(rows)), rows)
+    assert reference.solve(5.0)
+    assert math.isclose(value, reference.value(), rel_tol=1e-7)
+    bound, _, _ = evaluate(tb, duals)  # every column present: the duals price out to the LP value
+    assert math.isclose(bound, value, rel_tol=1e-6)
+    mass = np.zeros(len(rep))
+    np.add.at(mass, primal[:, 0].astype(np.int64), primal[:, 7])
+    assert np.all(mass <= counts + 1e-6)
+
+
+def test_column_table_merges_a_class_and_drops_overlapping_two_chunk_relaxations():
+    from optimizer.bound import Choice
+    from optimizer.master import column_table
+    from optimizer.tables import build_tables
+
+    regions = [region("A", [10, 20, 30, 40, 50, 60], gpus=4, budget_kw=3.0)]
+    jobs = [job(f"j{i}", dur=2, n_slots=6) for i in range(3)]
+    tb = build_tables(problem(regions, jobs))
+    cls = np.zeros(tb.J, dtype=np.int64)  # identical jobs: one class
+    one = Choice(
+        *(np.array(v, dtype=np.int64) for v in ([0, 0, 0], [0, 0, 0], [1, 1, 3], [2, 2, 2], [0] * 3, [0] * 3))
+    )
+    overlap = Choice(
+        *(np.array(v, dtype=np.int64) for v in ([0, -1, -1], [0] * 3, [0] * 3, [1] * 3, [1] * 3, [1] * 3))
+    )
+    table = column_table(tb, cls, [one, overlap])
+    assert table.tolist() == [[0, 0, 0, 1, 2, 0, 0], [0, 0, 0, 3, 2, 0, 0]]
+
+
+def test_solve_beyond_max_lp_jobs_rounds_the_master_and_finds_the_optimum():
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        regions = [region(n, rng.integers(5, 100, 6), gpus=4, budget_kw=2.0) for n in ("A", "B")]
+        jobs = [
+            job(f"j{i}", gpus=int(rng.choice([1, 2])), dur=int(rng.integers(1, 4)), n_slots=6)
+            for i in range(4)
+        ]
+        pb = problem(regions, jobs)
+        best = brute_force(pb)
+        params = SolveParams(time_limit_s=3.0, num_workers=2, random_seed=1, max_lp_jobs=0, max_cpsat_jobs=0)
+        plan = solve(pb, params)
+        assert check_plan(pb, plan).ok
+        assert any(note.startswith("master lp columns=") for note in plan.stats.notes)
+        assert math.isclose(plan.objective, best, rel_tol=1e-6)
+        assert plan.best_bound is not None and plan.best_bound <= best + 1e-9
+        off = solve(
+            pb,
+            SolveParams(time_limit_s=2.0, random_seed=1, max_lp_jobs=0, max_cpsat_jobs=0, max_master_jobs=0),
+        )
+        assert check_plan(pb, off).ok
+        assert not any("master lp" in note for note in off.stats.notes)
+
+
+def test_rounding_places_the_jobs_given_first_before_the_others():
+    from optimizer.bound import Multipliers
+    from optimizer.cpsat import build_classes
+    from optimizer.rounding import round_lp
+    from optimizer.tables import build_tables
+
+    # a flexible 2-slot job and a job that must run in slot 0, both on the whole inventory; an LP solution
+    # that puts both at slot 0: biggest first leaves the fixed job out, the fixed job first fits both
+    pb = problem(
+        [region("A", [10, 20, 30], gpus=2, budget_kw=10.0)],
+        [job("flex", gpus=2, dur=2, n_slots=3), job("fixed", gpus=2, dur=1, dl=1, n_slots=3)],
+    )
+    tb = build_tables(pb)
+    cls, _rep, _counts = build_classes(tb)
+    primal = np.array([[cls[0], 0, 0, 0, 2, 0, 0, 1.0], [cls[1], 0, 0, 0, 1, 0, 0, 1.0]])
+    m = Multipliers.zeros(tb)
+    plain = round_lp(tb, cls, primal, m)
+    assert plain.r.tolist() == [0, -1]
+    fixed_first = round_lp(tb, cls, primal, m, first=np.array([1]))
+    assert fixed_first.r.tolist() == [0, 0] and fixed_first.s1.tolist() == [1, 0]
