@@ -124,3 +124,23 @@ def test_rounding_places_the_jobs_given_first_before_the_others():
     assert plain.r.tolist() == [0, -1]
     fixed_first = round_lp(tb, cls, primal, m, first=np.array([1]))
     assert fixed_first.r.tolist() == [0, 0] and fixed_first.s1.tolist() == [1, 0]
+
+
+def test_best_pairs_rank_each_jobs_pairs_by_their_priced_best_option():
+    from optimizer.bound import Multipliers, evaluate
+    from optimizer.master import best_pairs
+    from optimizer.tables import build_tables
+    from tests.optimizer.conftest import H100, L40S
+
+    rng = np.random.default_rng(5)
+    regions = [region(n, rng.integers(5, 100, 8), gpus={"H100": 4, "L40S": 4}, budget_kw=5.0) for n in "AB"]
+    jobs = [job(f"j{i}", dur={"H100": 2, "L40S": 4}) for i in range(3)] + [job("h", dur=3)]
+    tb = build_tables(problem(regions, jobs, hardware=(H100, L40S)))
+    found: list = []
+    _, cheapest, _ = evaluate(tb, Multipliers.zeros(tb), collect=found)
+    ranked = best_pairs(tb, found, 4)
+    for row in range(tb.J):
+        assert ranked[0].get(row) == cheapest.get(row)  # the first pair holds the job's best option
+        pairs = [(int(ch.r[row]), int(ch.h[row])) for ch in ranked if ch.r[row] >= 0]
+        assert len(pairs) == len(set(pairs)) == int(tb.elig[row].sum())  # each eligible pair once
+    assert ranked[2].r[3] == -1  # the H100-only job has two pairs
