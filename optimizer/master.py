@@ -35,6 +35,11 @@ from optimizer.tables import Tables
 
 TRAIL_ITERATIONS = 15  # last ascent iterations whose options become columns (near the best multipliers)
 BEST_PAIRS = 3  # per job, its best options on this many (region, hardware) pairs at the best multipliers
+# master LP time per nonzero of its matrix, in units of one cold Lagrangian evaluation: 2.4-2.5e-5 measured at
+# 10,000 and 20,000 jobs (13.5 s and 55.7 s under load ~3.3), 7e-5 at 3,000 (where the evaluation is cheap), and
+# one LP at 10,000 jobs under load 3.5 ran past 21 s where 3e-5 predicted 19.5 s; a master that does not finish
+# costs far more than one skipped (the priced placements then run as before), hence the margin
+MASTER_EVALS_PER_NONZERO = 4e-5
 
 
 def column_table(tb: Tables, cls: np.ndarray, choices: list[Choice]) -> np.ndarray:
@@ -222,26 +227,38 @@ def master_guide(
     seeds: list[Choice],
     *,
     time_limit_s: float,
+    eval_s: float = 0.0,
+    notes: list[str] | None = None,
 ) -> tuple[float, np.ndarray, np.ndarray, Choice] | None:
     """Restricted master LP over the ascent's last options, ``best_pairs`` at ``m`` and ``seeds``; its rounding.
 
     With the best pairs at the best multipliers ``m`` the restricted LP comes near the full one at 10,000 jobs
     (seed 0: 9195 against 9222 from the trail alone; the full LP is at most 9197). The rounding is
     :func:`optimizer.rounding.round_lp`, redone with the jobs it left out placed first when there are any.
+    ``eval_s`` [s], one cold Lagrangian evaluation on this machine, predicts the LP's time: the LP is not
+    started when ``eval_s * nonzeros * MASTER_EVALS_PER_NONZERO`` exceeds ``time_limit_s`` (20,000 jobs in
+    60 s: a master that would not finish would leave the priced placements no time). ``notes`` receives why
+    no LP came back.
 
     Returns
     -------
     tuple or None
         ``(LP value, positive columns (class, r, h, s1, l1, s2, l2, value), every column, rounded plan)``, or
-        None when the LP was not solved in ``time_limit_s`` [s].
+        None when the LP was not solved, or predicted not to be, in ``time_limit_s`` [s].
     """
     found: list = []
     evaluate(tb, m, collect=found)
     table = column_table(tb, cls, [*seeds, *best_pairs(tb, found, BEST_PAIRS), *trail[-TRAIL_ITERATIONS:]])
-    if len(table) == 0:
+    notes = notes if notes is not None else []
+    predicted_s = eval_s * float((1 + 2 * (table[:, 4] + table[:, 6])).sum()) * MASTER_EVALS_PER_NONZERO
+    if len(table) == 0 or predicted_s > time_limit_s:
+        notes.append(
+            f"master lp skipped: {len(table)} columns, predicted {predicted_s:.3g} s > {time_limit_s:.3g} s"
+        )
         return None
     got = solve_master(tb, cls, rep, counts, table, time_limit_s=time_limit_s)
     if got is None:
+        notes.append(f"master lp not solved in {time_limit_s:.3g} s (predicted {predicted_s:.3g} s)")
         return None
     value, primal, duals = got
     plan = round_lp(tb, cls, primal, duals)

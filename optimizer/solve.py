@@ -163,23 +163,16 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         t = lap("lagrangian", t)
         notes.append(f"lagrangian iterations={len(history)}")
         if use_master:
-            if (
-                not use_cpsat
-            ):  # the ascent goes on on the second core while the master LP is solved on this one
-                ascent = start_ascent(
-                    tb,
-                    params.num_workers,
-                    best_score if np.isfinite(best_score) else upper,
-                    m,
-                    eval_s,
-                    left(),
-                )
-            # LP and rounding: 12-20 s at 10,000 jobs on a loaded 2-core machine; if it fails, priced placements
-            guide = master_guide(tb, cls, rep, counts, list(trail), m, [best, ch0], time_limit_s=0.6 * left())
+            if not use_cpsat:  # the ascent goes on on the second core while the master LP is solved here
+                upper_now = best_score if np.isfinite(best_score) else upper
+                ascent = start_ascent(tb, params.num_workers, upper_now, m, eval_s, left())
+            # LP and rounding: 12-28 s at 10,000 jobs on a loaded 2-core machine; if not, priced placements
+            seeds, limit_s = [best, ch0], 0.7 * left()
+            guide = master_guide(
+                tb, cls, rep, counts, list(trail), m, seeds, time_limit_s=limit_s, eval_s=eval_s, notes=notes
+            )
             t = lap("master_lp", t)
-            if guide is None:
-                notes.append("master lp not solved in time")
-            else:
+            if guide is not None:
                 lp_value, primal, table, cand = guide
                 lp_sol = (cls, primal)
                 cand_ls = lp_candidates(tb, cls, table, found0)
@@ -199,7 +192,9 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         # them leads to the lowest plan varies (placements take ~0.1 s at 1,000 jobs)
         tries += [(d, d.nu, big_first) for d in info.get("recent_duals", [])[-4:-1]]
     for k, (m_k, nu, order_k) in enumerate(tries):
-        if left() < 1.5 * greedy_s + 0.05 * limit or (k and not lp_path and left() < 0.6 * limit):
+        if left() < (1.5 if k else 1.0) * greedy_s + 0.05 * limit or (
+            k and not lp_path and left() < 0.6 * limit
+        ):
             break  # another placement would not finish in time
         if capped:
             cand = place(tb, order_k, m=m_k, nu=nu)

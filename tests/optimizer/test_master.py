@@ -144,3 +144,20 @@ def test_best_pairs_rank_each_jobs_pairs_by_their_priced_best_option():
         pairs = [(int(ch.r[row]), int(ch.h[row])) for ch in ranked if ch.r[row] >= 0]
         assert len(pairs) == len(set(pairs)) == int(tb.elig[row].sum())  # each eligible pair once
     assert ranked[2].r[3] == -1  # the H100-only job has two pairs
+
+
+def test_master_guide_does_not_start_an_lp_predicted_to_miss_its_time():
+    from optimizer.bound import Multipliers, evaluate
+    from optimizer.cpsat import build_classes
+    from optimizer.master import master_guide
+    from optimizer.tables import build_tables
+
+    rng = np.random.default_rng(4)
+    regions = [region(n, rng.integers(5, 100, 8), gpus=4, budget_kw=3.0) for n in ("A", "B")]
+    tb = build_tables(problem(regions, [job(f"j{i}", gpus=2, dur=3) for i in range(6)]))
+    cls, rep, counts = build_classes(tb)
+    m = Multipliers.zeros(tb)
+    _, cheapest, _ = evaluate(tb, m)
+    got = master_guide(tb, cls, rep, counts, [cheapest], m, [], time_limit_s=5.0, eval_s=0.01)
+    assert got is not None and not (got[3].r < 0).any()
+    assert master_guide(tb, cls, rep, counts, [cheapest], m, [], time_limit_s=5.0, eval_s=1e6) is None
