@@ -132,13 +132,16 @@ def solve_master(
     table : numpy.ndarray
         Columns, as from :func:`column_table`.
     time_limit_s : float
-        Wall-clock limit of the simplex [s].
+        Wall-clock limit of the LP solve [s].
+    solver : str
+        Key of ``SOLVERS``: HiGHS's interior point with crossover by default.
 
     Returns
     -------
     tuple or None
         ``(LP value [objective units], positive columns as rows (class, r, h, s1, l1, s2, l2, value),
-        capacity duals)``; None when GLOP did not reach the optimum in time.
+        capacity duals)``; None when the solver (``solver``, a key of ``SOLVERS``) did not reach the optimum in
+        time.
     """
     model = master_model(tb, rep, counts, table)
     return _solve(tb, model, table, len(rep), time_limit_s, solver)
