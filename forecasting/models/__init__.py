@@ -112,11 +112,13 @@ register("hgb600_log", _hgb600_log)
 register("hgb31_log", _hgb31_log)
 # Second round (issue #3), declared before the runs: the trees with their training days weighted by recency,
 # half-life 60 or 120 days in the 364-day window, each replacing hgb_log beside lear_log
-# (`--carbon-model lear_log+hgbw60_log`), compared on 2021 H2.
+# (`--carbon-model lear_log+hgbw60_log`), compared on 2021 H2 (README "Forecasting": hgbw120 the pick there, level
+# with hgb_log on 2022 every 5th day; not in production).
 register("hgbw60_log", lambda: _hgbw_log(60))
 register("hgbw120_log", lambda: _hgbw_log(120))
 # Declared after that comparison, before its own run: LEAR averaged over six windows (28 to 364 days) replacing
-# lear_log (`--carbon-model lear6_log+hgb_log`), compared with lear_log+hgb_log on 2021 H2 in the same way.
+# lear_log (`--carbon-model lear6_log+hgb_log`), compared with lear_log+hgb_log on 2021 H2 in the same way (not in
+# production: README "Forecasting").
 register("lear6_log", _lear6_log)
 # Production carbon-intensity model: the geometric mean of lear_log and hgb_log (their errors are weakly correlated).
 register("lear_hgb_log", lambda: Ensemble((_lear_log(), _hgb_log()), geometric=True, name="lear_hgb_log"))
