@@ -9,17 +9,7 @@ import time
 import numpy as np
 
 from optimizer import SolveParams, check_plan, solve
-from tests.optimizer.conftest import job, problem, region
-from tests.optimizer.test_solve import brute_force
-
-
-def _tiny(seed: int):
-    rng = np.random.default_rng(seed)
-    regions = [region(n, rng.integers(5, 100, 6), gpus=4, budget_kw=2.0) for n in ("A", "B")]
-    jobs = [
-        job(f"j{i}", gpus=int(rng.choice([1, 2])), dur=int(rng.integers(1, 4)), n_slots=6) for i in range(4)
-    ]
-    return problem(regions, jobs)
+from tests.optimizer.conftest import brute_force, job, problem, region, tiny_random
 
 
 def test_warm_started_master_matches_a_master_solved_from_scratch():
@@ -109,7 +99,7 @@ def test_a_child_whose_result_is_never_asked_for_is_killed_and_reaped():
 
 def test_ascent_on_a_second_worker_gives_a_valid_bound_without_the_lp():
     for seed in (3, 8):
-        pb = _tiny(seed)
+        pb = tiny_random(np.random.default_rng(seed))
         best = brute_force(pb)
         two = SolveParams(time_limit_s=3.0, num_workers=2, random_seed=1, max_lp_jobs=0, max_cpsat_jobs=0)
         plan = solve(pb, two)

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from optimizer import SolveParams, check_plan, solve
-from tests.optimizer.conftest import job, problem, region
-from tests.optimizer.test_solve import brute_force
+from tests.optimizer.conftest import brute_force, job, problem, region, tiny_random
 
 
 def _every_start(tb):
@@ -83,12 +82,7 @@ def test_column_table_merges_a_class_and_drops_overlapping_two_chunk_relaxations
 def test_solve_beyond_max_lp_jobs_rounds_the_master_and_finds_the_optimum():
     rng = np.random.default_rng(3)
     for _ in range(3):
-        regions = [region(n, rng.integers(5, 100, 6), gpus=4, budget_kw=2.0) for n in ("A", "B")]
-        jobs = [
-            job(f"j{i}", gpus=int(rng.choice([1, 2])), dur=int(rng.integers(1, 4)), n_slots=6)
-            for i in range(4)
-        ]
-        pb = problem(regions, jobs)
+        pb = tiny_random(rng)
         best = brute_force(pb)
         params = SolveParams(time_limit_s=3.0, num_workers=2, random_seed=1, max_lp_jobs=0, max_cpsat_jobs=0)
         plan = solve(pb, params)

@@ -16,7 +16,7 @@ from optimizer import (
     check_plan,
     solve,
 )
-from tests.optimizer.conftest import H100, L40S, job, problem, region
+from tests.optimizer.conftest import H100, L40S, brute_force, job, problem, region, tiny_random
 
 FLAT = [50.0] * 8
 
@@ -182,39 +182,10 @@ def test_identical_jobs_are_aggregated_into_one_class(params):
     assert math.isclose(plan.cost, 1.4 * (10 + 10 + 20 + 20 + 30 + 30) / 1000)
 
 
-def brute_force(pb):
-    """Cheapest plan by enumeration (contiguous runs, every job planned)."""
-    options = []
-    for j in pb.jobs:
-        opts = []
-        for r in pb.regions:
-            for hw, d in j.duration_slots.items():
-                for s in range(j.release_slot, j.deadline_slot - d + 1):
-                    opts.append((r, hw, s, d))
-        options.append(opts)
-    best = math.inf
-    for combo in itertools.product(*options):
-        gpu, kw, cost = {}, {}, 0.0
-        for j, (r, _hw, s, d) in zip(pb.jobs, combo, strict=True):
-            p = j.gpus * 0.7 * r.pue
-            for t in range(s, s + d):
-                gpu[(r.name, t)] = gpu.get((r.name, t), 0) + j.gpus
-                kw[(r.name, t)] = kw.get((r.name, t), 0.0) + p
-                cost += p * r.price_per_mwh[t] / 1000
-        if all(v <= 4 for v in gpu.values()) and all(v <= 2.0 + 1e-9 for v in kw.values()):
-            best = min(best, cost)
-    return best
-
-
 def test_matches_brute_force_on_random_tiny_problems(params):
     rng = np.random.default_rng(3)
     for _ in range(4):
-        regions = [region(n, rng.integers(5, 100, 6), gpus=4, budget_kw=2.0) for n in ("A", "B")]
-        jobs = [
-            job(f"j{i}", gpus=int(rng.choice([1, 2])), dur=int(rng.integers(1, 4)), n_slots=6)
-            for i in range(4)
-        ]
-        pb = problem(regions, jobs)
+        pb = tiny_random(rng)
         plan = solved(pb, params)
         assert not plan.unplanned
         assert math.isclose(plan.cost, brute_force(pb), rel_tol=1e-6)
@@ -280,12 +251,7 @@ def test_lp_bound_by_column_generation_is_valid_and_converges(params):
     from optimizer.lp import column_generation
     from optimizer.tables import build_tables
 
-    rng = np.random.default_rng(11)
-    regions = [region(n, rng.integers(5, 100, 6), gpus=4, budget_kw=2.0) for n in ("A", "B")]
-    jobs = [
-        job(f"j{i}", gpus=int(rng.choice([1, 2])), dur=int(rng.integers(1, 4)), n_slots=6) for i in range(4)
-    ]
-    pb = problem(regions, jobs)
+    pb = tiny_random(np.random.default_rng(11))
     tb = build_tables(pb)
     cls, rep, counts = build_classes(tb)
     _, unconstrained, _ = evaluate(tb, Multipliers.zeros(tb))
