@@ -9,9 +9,9 @@ Pipeline (each step bounded by the time limit):
    beyond that, subgradient ascent on the Lagrangian dual gives the bound and prices, and (up to
    ``max_master_jobs``) the master LP over the options of its last iterations is solved once (HiGHS) and
    rounded the same way while the ascent goes on on the second worker (``optimizer.master``).
-4. Priced placement (objective + capacity prices; skipped after a master LP rounding); jobs left out are placed by ejection moves (evict
-   flexible jobs, re-place them); local search over the best start per (region, hardware) and every
-   LP column of the job's class.
+4. Priced placement (objective + capacity prices; skipped after a master LP rounding); jobs left out are
+   placed by ejection moves (evict flexible jobs, re-place them); local search over the best start per
+   (region, hardware) and every LP column of the job's class.
 5. Up to ``max_cpsat_jobs`` jobs, if the reduced-cost-fixed option set is small enough, CP-SAT over
    aggregated job classes, warm-started from the best plan, tightens plan and bound. Otherwise the time
    left goes to ejection moves (LP converged) or to resuming the subgradient ascent from the best
