@@ -41,7 +41,8 @@ class Regressor(Protocol):
 
 
 def hourly_features(
-    x: np.ndarray, n_target_lags: int, n_exog_blocks: int, n_exog_lags: int, differences: bool = False
+    x: np.ndarray, n_target_lags: int, n_exog_blocks: int, n_exog_lags: int, differences: bool = False,
+    recent: bool = False,
 ) -> np.ndarray:
     """Unfold design rows (days x features) into (days * 24) rows of per-hour features.
 
@@ -49,7 +50,11 @@ def hourly_features(
     regressor values (lag-major within a regressor) and 7 weekday dummies. With ``differences`` the rows also
     hold each lagged target value minus yesterday's mean and, per regressor, the change of its hour and of its
     daily mean between its first two lags (day d against day d-1 with the default lags): trees split on one feature at a
-    time, so a change that drives the target has to be a feature of its own.
+    time, so a change that drives the target has to be a feature of its own. With ``recent`` the rows also hold
+    where the last observed value (yesterday's last hour) stands: against yesterday's mean, against the hour
+    before it, and against the same hour yesterday. The first hours of the forecast day are closer to that value
+    than to any daily pattern, and the trees, which see the hour and the last value as separate features, do not
+    form those differences themselves.
     """
     days = x.shape[0]
     hours = np.tile(np.arange(24, dtype=float), days)
@@ -69,6 +74,11 @@ def hourly_features(
                 first, second = blocks[:, n_target_lags + e * n_exog_lags], blocks[:, n_target_lags + e * n_exog_lags + 1]
                 daily.append((first - second).ravel())
                 daily.append(np.repeat(first.mean(axis=1) - second.mean(axis=1), 24))
+    if recent:
+        last = yesterday[:, -1:]
+        daily.append(np.repeat(last[:, 0] - yesterday.mean(axis=1), 24))
+        daily.append(np.repeat(last[:, 0] - yesterday[:, -2], 24))
+        daily.append((last - yesterday).ravel())
     return np.column_stack([hours, dow, per_hour, *daily])
 
 
@@ -92,6 +102,13 @@ class Boosted:
     half_life_days : float, optional
         Half-life [days] of the training days' weights by age (see :func:`recency_weights`); ``None`` weighs
         every day of the window alike.
+    recent : bool
+        Add the last observed value's differences as features (see :func:`hourly_features`).
+    anchored : bool
+        Forecast each hour's deviation from yesterday's mean plus a fitted share of yesterday's last deviation
+        (see :func:`anchor_level`) instead of from the mean alone, in units of each hour's spread: the trees,
+        whose leaves are constants shared by all hours, then need not rebuild from the last value the
+        near-identity that the first hours follow, nor carry the later hours' larger noise into them.
     """
 
     window_days: int = 364
@@ -104,6 +121,8 @@ class Boosted:
     differences: bool = False
     loss: str = "squared_error"
     half_life_days: float | None = None
+    recent: bool = False
+    anchored: bool = False
     target_lags: tuple[int, ...] = (1, 2, 3, 7)
     exog_lags: tuple[int, ...] = (0, 1, 7)
     min_days: int = 28
@@ -127,7 +146,7 @@ class Boosted:
             early_stopping=False, random_state=self.seed,
         )
         return fit_hourly(model, data, self.window_days, len(self.target_lags), len(self.exog_lags), self.differences,
-                          self.half_life_days)
+                          self.half_life_days, self.recent, self.anchored)
 
 
 def recency_weights(rows: np.ndarray, last_day: int, half_life_days: float) -> np.ndarray:
@@ -150,19 +169,45 @@ def apply_edges(features: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
     return np.column_stack([np.searchsorted(e, col, side="right") for e, col in zip(edges, features.T, strict=True)])
 
 
+def fit_last_value_pull(yesterday: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per hour of the day, the least-squares slope of (the hour's value - yesterday's mean) on (yesterday's last
+    value - yesterday's mean), through the origin: how much of the last deviation from the daily level is still
+    there h hours later (near 1 in the first hours, falling towards 0). ``yesterday`` and ``y`` are (days x 24)."""
+    level = yesterday.mean(axis=1)
+    dev = yesterday[:, -1] - level
+    denominator = float(dev @ dev)
+    if denominator <= 1e-12:  # a flat history: no pull
+        return np.zeros(y.shape[1])
+    return dev @ (y - level[:, None]) / denominator
+
+
+def anchor_level(yesterday: np.ndarray, pull: np.ndarray | None) -> np.ndarray:
+    """The (days x 24) level the trees forecast the deviation from: yesterday's mean, plus with ``pull`` (see
+    :func:`fit_last_value_pull`) that share of yesterday's last deviation from it."""
+    level = yesterday.mean(axis=1)[:, None]
+    if pull is None:
+        return np.repeat(level, yesterday.shape[1], axis=1)
+    return level + (yesterday[:, -1:] - level) * pull
+
+
 def fit_hourly(
     model: Regressor, data: DailyData, window_days: int, n_target_lags: int, n_exog_lags: int, differences: bool,
-    half_life_days: float | None = None,
+    half_life_days: float | None = None, recent: bool = False, anchored: bool = False,
 ) -> Callable[[np.ndarray], np.ndarray]:
     """Fit ``model`` to the hours of the last ``window_days`` complete days (features: :func:`hourly_features`;
-    target: the hour's value minus yesterday's mean), weighted by :func:`recency_weights` when
-    ``half_life_days`` is given; returns design rows -> (rows x 24) forecasts."""
+    target: the hour's value minus yesterday's mean, or with ``anchored`` minus :func:`anchor_level` with the
+    pull fitted on the same days and divided by that hour's standard deviation over them), weighted by :func:`recency_weights` when ``half_life_days`` is given
+    (``recent``: see :func:`hourly_features`); returns design rows -> (rows x 24) forecasts."""
     n_exog = len(data.exog)
-    unfold = lambda x: hourly_features(x, n_target_lags, n_exog, n_exog_lags, differences)  # noqa: E731
+    unfold = lambda x: hourly_features(x, n_target_lags, n_exog, n_exog_lags, differences, recent)  # noqa: E731
     x = data.x[-window_days:]
     rows = data.rows[-window_days:]
     y = data.target[rows]
-    base = x[:, :24].mean(axis=1)  # yesterday's mean
+    pull = fit_last_value_pull(x[:, :24], y) if anchored else None  # x[:, :24]: yesterday's 24 values
+    base = anchor_level(x[:, :24], pull)
+    scale = np.ones(y.shape[1])
+    if anchored:  # every hour's deviation in units of its own spread, so that no hour's noise fills another's leaves
+        scale = np.maximum((y - base).std(axis=0), 1e-9)
     features = unfold(x)
     weights, edges = None, None
     if half_life_days is not None:
@@ -172,11 +217,11 @@ def fit_hourly(
         features = apply_edges(features, edges)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model.fit(features, (y - base[:, None]).ravel(), sample_weight=weights)
+        model.fit(features, ((y - base) / scale).ravel(), sample_weight=weights)
 
     def predictor(rows_x: np.ndarray) -> np.ndarray:
         f = unfold(rows_x)
         out = model.predict(f if edges is None else apply_edges(f, edges)).reshape(len(rows_x), 24)
-        return out + rows_x[:, :24].mean(axis=1)[:, None]
+        return out * scale + anchor_level(rows_x[:, :24], pull)
 
     return predictor
