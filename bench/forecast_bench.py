@@ -2,7 +2,7 @@
 
     python bench/forecast_bench.py [--only price|carbon] [--markets NP DE] [--regions BE ...]
                                    [--price-models lear lear_nn] [--day-step N] [--workers 2] [--json]
-                                   [--no-generation-forecast] [--carbon-model lear_hgb_log]
+                                   [--no-generation-forecast] [--carbon-model lear_hgbra_log]
                                    [--carbon-test 2021-07-01 2021-12-31]
 
 * price: day-ahead, recalibrated daily, on the exact epftoolbox test periods (NP 2016-12-27..2018-12-24,
@@ -11,7 +11,7 @@
 * carbon: the 7 harmonized regions, history from 2021-01-01, test 2022 day-ahead (forecast issued at
   00:00 UTC for the 24 hours of the day, recalibrated daily), MAPE and MAE against the daily seasonal
   naive and persistence. Carbon intensity: ``--carbon-model`` (default the production choice
-  ``lear_hgb_log``, the geometric mean of ``lear_log`` and ``hgb_log``; an ensemble's members are scored
+  ``lear_hgbra_log``, the geometric mean of ``lear_log``, ``hgbr_log`` and ``hgba_log``; an ensemble's members are scored
   beside it at no extra cost) with the regressors production stores (day-ahead
   load forecast, wind + solar forecast, the zone's day-ahead price), for BE, CH, ES and PL the day-ahead
   prices of interconnected zones (``forecasting.sources.harmonized.CARBON_NEIGHBOURS``, published with
@@ -59,7 +59,7 @@ REGIONS = ("BE", "CH", "DE", "ES", "FI", "FR", "PL")
 RENEWABLE_EXOG = ("load_forecast_mw", "solar_forecast_mw", "wind_onshore_forecast_mw", "price_eur_mwh")
 CARBON_EXOG = ("load_forecast_mw", "wind_solar_forecast_mw", "price_eur_mwh")
 GENERATION = "generation_forecast_mw"
-CARBON_MODEL = "lear_hgb_log"  # production choice for carbon intensity (app.services.forecasts.DEFAULT_MODELS)
+CARBON_MODEL = "lear_hgbra_log"  # production choice for carbon intensity (app.services.forecasts.DEFAULT_MODELS)
 CARBON_TEST = ("2022-01-01", "2022-12-31")  # the test year; --carbon-test picks another period (model choices)
 CACHE = ROOT / "var" / "cache" / "forecast_bench"  # default of --cache
 

@@ -50,7 +50,7 @@ REGRESSORS: dict[SeriesKind, tuple[SeriesKind, ...]] = {
 NEIGHBOUR_COVERAGE = 0.98  # least share of the target's history hours a neighbour's price must cover
 DEFAULT_MODELS: dict[SeriesKind, str] = {
     SeriesKind.PRICE: "lear",
-    SeriesKind.CARBON_INTENSITY: "lear_hgb_log",  # lear_log and hgb_log averaged (geometric mean)
+    SeriesKind.CARBON_INTENSITY: "lear_hgbra_log",  # lear_log, hgbr_log and hgba_log averaged (geometric mean)
     SeriesKind.RENEWABLE_SHARE: "lear_short",
 }
 HISTORY_DAYS: dict[SeriesKind, int] = {  # longest calibration window + lags [days]

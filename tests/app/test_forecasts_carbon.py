@@ -41,7 +41,7 @@ def test_carbon_refresh_uses_stored_neighbour_prices(session):
     assert {"price@DE", "price@FR"} <= set(future.columns) and np.isfinite(future.to_numpy()).all()
     out = forecasts.refresh(session, "CH", SeriesKind.CARBON_INTENSITY, now=now, horizon_hours=24)
     assert out.status == ForecastRunStatus.SUCCEEDED, out.error
-    assert out.model == "lear_hgb_log" and out.points % 24 == 0
+    assert out.model == "lear_hgbra_log" and out.points % 24 == 0
     run = session.get(ForecastRun, out.run_id)
     assert all(p.value > 0 for p in run.points)
     assert "left out" not in (run.error or "")

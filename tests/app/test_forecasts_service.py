@@ -78,7 +78,7 @@ def test_selection_picks_the_model(session):
     forecasts.select_model(session, "DE", SeriesKind.PRICE, "naive_daily", {"naive_daily": {"mae": 1.0}})
     session.commit()
     assert forecasts.selected_model(session, "DE", SeriesKind.PRICE) == "naive_daily"
-    assert forecasts.selected_model(session, "DE", SeriesKind.CARBON_INTENSITY) == "lear_hgb_log"
+    assert forecasts.selected_model(session, "DE", SeriesKind.CARBON_INTENSITY) == "lear_hgbra_log"
     with pytest.raises(KeyError, match="valid"):
         forecasts.select_model(session, "DE", SeriesKind.PRICE, "arima", {})
 

@@ -11,7 +11,14 @@ import pytest
 from forecasting.errors import ForecastInputError
 from forecasting.metrics import mape
 from forecasting.models import Boosted, Ensemble, Forest, Lear, SeasonalNaive, Transformed, get_model
-from forecasting.models.boost import apply_edges, hourly_features, quantile_edges, recency_weights
+from forecasting.models.boost import (
+    anchor_level,
+    apply_edges,
+    fit_last_value_pull,
+    hourly_features,
+    quantile_edges,
+    recency_weights,
+)
 from forecasting.sources.deepforkit import _parse_deepforkit
 from forecasting.sources.harmonized import CARBON_NEIGHBOURS, NEIGHBOURS
 from forecasting.task import ForecastTask
@@ -70,6 +77,11 @@ def test_carbon_model_is_registered():
     ens = get_model("lear_hgb_log")
     assert isinstance(ens, Ensemble) and ens.geometric
     assert [m.name for m in ens.members] == ["lear_log", "hgb_log"]
+    production = get_model("lear_hgbra_log")
+    assert isinstance(production, Ensemble) and production.geometric
+    assert [m.name for m in production.members] == ["lear_log", "hgbr_log", "hgba_log"]
+    trees = [m.model for m in production.members[1:]]
+    assert all(isinstance(t, Boosted) and t.recent for t in trees) and [t.anchored for t in trees] == [False, True]
 
 
 def test_boosted_learns_an_interaction_lear_cannot(make_frame):
@@ -176,6 +188,45 @@ def test_recency_weighted_trees_follow_a_regime_change(make_frame):
     assert errors[7.0] < 8.0 and errors[7.0] < 0.5 * errors[None], errors
 
 
+def test_last_value_pull_recovers_a_decaying_deviation():
+    """Hour h keeps rho ** (h + 1) of yesterday's last deviation from yesterday's mean: the fitted pull is that
+    share per hour, and the anchor level is the mean plus that share of the deviation; a flat history has none."""
+    rng = np.random.default_rng(1)
+    yesterday = rng.normal(size=(50, 24))
+    level = yesterday.mean(axis=1, keepdims=True)
+    share = 0.8 ** np.arange(1, 25)
+    y = level + (yesterday[:, -1:] - level) * share
+    np.testing.assert_allclose(fit_last_value_pull(yesterday, y), share, atol=1e-12)
+    np.testing.assert_allclose(anchor_level(yesterday, share), y)
+    np.testing.assert_allclose(anchor_level(yesterday, None), np.repeat(level, 24, axis=1))
+    np.testing.assert_array_equal(fit_last_value_pull(np.ones((10, 24)), rng.normal(size=(10, 24))), np.zeros(24))
+
+
+def test_anchored_trees_carry_a_level_that_yesterday_evening_announced(make_frame):
+    """Each day's level (random, 30 % spread in log) starts at 20:00 UTC the day before and no regressor
+    explains it: through 19:00 the last observed value tells it. Trees forecasting the deviation from
+    yesterday's mean rebuild that near-identity from constant leaves; anchored at the fitted pull they need not."""
+    frame = make_frame(days=120, seed=3)
+    rng = np.random.default_rng(3)
+    day_of_level = (frame.index + pd.Timedelta(hours=4)).floor("D")
+    levels = pd.Series(rng.normal(0, 0.3, len(day_of_level.unique())), index=day_of_level.unique())
+    shape = 0.1 * np.sin(2 * np.pi * frame.index.hour.to_numpy() / 24)
+    frame["carbon_g_per_kwh"] = 200.0 * np.exp(levels.reindex(day_of_level).to_numpy() + shape
+                                               + rng.normal(0, 0.01, len(frame)))
+    errors = {}
+    for anchored in (False, True):
+        model = Transformed(Boosted(iterations=100, differences=True, recent=True, anchored=anchored), "log")
+        fc, actual = [], []
+        for day in pd.date_range("2022-04-10", periods=6, freq="3D").strftime("%Y-%m-%d"):
+            history, future = split(frame, day)
+            out = model.predict(history, future[list(TASK.exog)], TASK)
+            assert (out["q10"] <= out["q90"]).all() and (out["forecast"] > 0).all()
+            fc.append(out["forecast"].to_numpy()[:20])  # 20:00-23:00 belong to the next, unannounced level
+            actual.append(future["carbon_g_per_kwh"].to_numpy()[:20])
+        errors[anchored] = mape(np.concatenate(actual), np.concatenate(fc))
+    assert errors[True] < 1.5 and errors[True] < 0.6 * errors[False], errors
+
+
 def test_quantile_edges_bin_in_order_with_at_most_255_values():
     values = np.column_stack([np.random.default_rng(0).normal(size=5000), np.repeat([1.0, 2.0, 3.0], [2000, 2000, 1000])])
     edges = quantile_edges(values)
@@ -188,7 +239,8 @@ def test_quantile_edges_bin_in_order_with_at_most_255_values():
 
 def test_hourly_features_unfold_a_day_and_its_changes():
     """Two target lags, one regressor on days d and d-1: hour h of the unfolded row holds that hour's values,
-    and with ``differences`` the target's deviations from yesterday's mean and the regressor's day-to-day change."""
+    and with ``differences`` the target's deviations from yesterday's mean and the regressor's day-to-day change,
+    with ``recent`` where yesterday's last value stands against yesterday's mean, its last hour but one and hour h."""
     rng = np.random.default_rng(0)
     target1, target2, exog0, exog1 = (rng.normal(size=24) for _ in range(4))
     dow = np.eye(7)[2]
@@ -201,6 +253,10 @@ def test_hourly_features_unfold_a_day_and_its_changes():
     np.testing.assert_allclose(rows[h, 6:9], [target1.mean(), target1[-1], exog0.mean()])
     np.testing.assert_allclose(rows[h, 9:], [target1[h] - target1.mean(), target2[h] - target1.mean(),
                                              exog0[h] - exog1[h], exog0.mean() - exog1.mean()])
+    recent = hourly_features(x, 2, 1, 2, differences=True, recent=True)
+    np.testing.assert_array_equal(recent[:, :13], rows)
+    np.testing.assert_allclose(recent[h, 13:], [target1[-1] - target1.mean(), target1[-1] - target1[-2],
+                                                target1[-1] - target1[h]])
 
 
 def test_geometric_ensemble_is_the_mean_of_logs(make_frame):
