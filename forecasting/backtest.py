@@ -154,7 +154,10 @@ def run_backtest(
     Parameters
     ----------
     frame : DataFrame
-        Hourly data on a UTC index with ``task.target`` and ``task.exog``.
+        Hourly data on a UTC index with ``task.target`` and ``task.exog``. Where some of these columns begin
+        later than the frame (carbon intensity recorded from 2021 in a table of prices from 2015), the history
+        starts at the first midnight from which all of them are recorded; later gaps are filled or refused as
+        :func:`forecasting.frame.regularize_hourly` says.
     task : ForecastTask
         What to forecast.
     models : mapping of str to Model
@@ -185,7 +188,10 @@ def run_backtest(
     if len(data) == 0 or data.index[-1] < end:
         last = data.index[-1].isoformat() if len(data) else "-"
         raise ForecastInputError(f"{task.target}: data end at {last}, before the test end {end.isoformat()}")
-    if data.index[0] >= days[0]:
+    observed = data[[task.target, *task.exog]].notna().all(axis=1).to_numpy()
+    if observed.any() and not observed[0]:  # a series recorded later than the others: start where all are
+        data = data.loc[data.index[int(observed.argmax())].ceil("D") :]
+    if len(data) == 0 or data.index[0] >= days[0]:
         raise ForecastInputError(f"{task.target}: no history before the test start {days[0].date()}")
     data, fills = regularize_hourly(data, [task.target, *task.exog], max_fill_hours=max_fill_hours, name=task.target,
                                     seasonal_columns=task.exog)

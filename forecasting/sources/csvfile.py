@@ -30,6 +30,26 @@ def _pick_time_column(columns: list[str]) -> str:
     return columns[0]
 
 
+_OFFSET = r"(?:Z|[+-]\d{2}:?\d{2})$"
+
+
+def _parse_stamps(column: pd.Series, name: str) -> pd.Series:
+    """Timestamps of a time column; unparseable ones become NaT. Offsets that change within the file (a DST
+    change written as +01:00 then +02:00) are read as the instants they name, on UTC; a file that mixes
+    timestamps with and without an offset is refused at the first one without."""
+    try:
+        return pd.to_datetime(column, format="mixed", errors="coerce")
+    except ValueError:  # pandas refuses differing offsets unless asked to convert them to UTC
+        text = column.astype(str).str.strip()
+        naive = ~text.str.contains(_OFFSET, regex=True)
+        if naive.any():
+            row = int(naive.to_numpy().argmax())
+            raise ForecastInputError(
+                f"{name}: time {column.iloc[row]!r} at line {row + 2} has no UTC offset while others have one"
+            ) from None
+        return pd.to_datetime(column, format="mixed", errors="coerce", utc=True)
+
+
 def _parse_series_csv(
     raw: pd.DataFrame,
     *,
@@ -58,7 +78,7 @@ def _parse_series_csv(
         time_col = time_col or _pick_time_column(columns)
         if time_col not in columns:
             raise ForecastInputError(f"{name}: time column {time_col!r} not found; columns are {columns}")
-        stamps = pd.to_datetime(raw[time_col], format="mixed", errors="coerce")
+        stamps = _parse_stamps(raw[time_col], name)
         bad = stamps.isna()
         if bad.any():
             row = int(bad.to_numpy().argmax()) + 2

@@ -61,6 +61,20 @@ def test_backtest_refuses_a_test_period_beyond_the_data(frame):
         run_backtest(frame, TASK, {"n": SeasonalNaive(24)}, "2022-03-10", "2022-04-30", progress=False)
 
 
+def test_backtest_starts_where_a_later_recorded_series_begins(frame):
+    """A target recorded from 10:00 on 2022-01-20 in a frame from 2022-01-03: the history starts at the next
+    midnight and the forecasts are those of the frame cut there; a target that begins after the test start has
+    no history and is refused."""
+    late = frame.copy()
+    late.loc[: "2022-01-20 09:00", "price_eur_mwh"] = np.nan
+    models = {"lear": Lear(windows_days=(28,))}
+    result = run_backtest(late, TASK, models, "2022-03-01", "2022-03-01", progress=False)
+    cut = run_backtest(frame.loc["2022-01-21":], TASK, models, "2022-03-01", "2022-03-01", progress=False)
+    np.testing.assert_allclose(result.forecasts["lear"], cut.forecasts["lear"])
+    late.loc[: "2022-02-28 12:00", "price_eur_mwh"] = np.nan
+    with pytest.raises(ForecastInputError, match="no history before the test start"):
+        run_backtest(late, TASK, models, "2022-03-01", "2022-03-01", progress=False)
+
 def test_metrics_per_year(frame):
     idx = frame.index[:48]
     actual = frame["price_eur_mwh"].iloc[:48]

@@ -93,6 +93,20 @@ def test_generic_csv_errors_name_the_column_and_line(tmp_path):
         read_series_csv(path, exog_cols=["load"])
 
 
+def test_generic_csv_offsets_that_change_at_dst_are_instants(tmp_path):
+    """The autumn change written with offsets: 02:00+02:00 then 02:00+01:00 are two hours, not a repeat; a file
+    that drops the offset on one row is refused at that line."""
+    path = tmp_path / "dst.csv"
+    path.write_text("time,price\n2023-10-29T01:00:00+02:00,1\n2023-10-29T02:00:00+02:00,2\n"
+                    "2023-10-29T02:00:00+01:00,3\n2023-10-29T03:00:00+01:00,4\n")
+    frame, meta = read_series_csv(path)
+    assert list(frame.index) == list(pd.date_range("2023-10-28 23:00", periods=4, freq="h", tz="UTC"))
+    assert frame["price"].tolist() == [1.0, 2.0, 3.0, 4.0] and "offsets" in meta["timezone"]
+    path.write_text("time,price\n2023-10-29T01:00:00+02:00,1\n2023-10-29T02:00:00+02:00,2\n"
+                    "2023-10-29 02:00,3\n2023-10-29T03:00:00+01:00,4\n")
+    with pytest.raises(ForecastInputError, match="'2023-10-29 02:00' at line 4 has no UTC offset"):
+        read_series_csv(path)
+
 def test_naive_duplicates_are_refused(tmp_path):
     path = tmp_path / "dst.csv"
     path.write_text("time,price\n2023-10-29 02:00,1\n2023-10-29 02:00,2\n2023-10-29 03:00,3\n")
