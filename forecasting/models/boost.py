@@ -14,6 +14,11 @@ range) and the fitted model is scikit-learn's ``HistGradientBoostingRegressor`` 
 With ``half_life_days`` the training days are weighted by recency, ``0.5 ** (age / half_life_days)`` with the
 age in days before the last history day, so that a regime that changed within the window (fuel prices, a
 nuclear fleet's availability) outweighs the older days without dropping them.
+The production carbon-intensity model averages two such tree models with LEAR (``forecasting.models.carbon``):
+with ``recent`` (``hgbr_log``) the rows also say where yesterday's last observed value stands, and with
+``anchored`` as well (``hgba_log``) each hour's target is its deviation from yesterday's mean plus a share of
+yesterday's last deviation fitted per hour, in units of that hour's spread, since the first hours of a day follow
+the last value more closely than any daily pattern.
 """
 
 from __future__ import annotations
@@ -196,8 +201,9 @@ def fit_hourly(
 ) -> Callable[[np.ndarray], np.ndarray]:
     """Fit ``model`` to the hours of the last ``window_days`` complete days (features: :func:`hourly_features`;
     target: the hour's value minus yesterday's mean, or with ``anchored`` minus :func:`anchor_level` with the
-    pull fitted on the same days and divided by that hour's standard deviation over them), weighted by :func:`recency_weights` when ``half_life_days`` is given
-    (``recent``: see :func:`hourly_features`); returns design rows -> (rows x 24) forecasts."""
+    pull fitted on the same days and divided by that hour's standard deviation over them), weighted by
+    :func:`recency_weights` when ``half_life_days`` is given (``recent``: see :func:`hourly_features`); returns
+    design rows -> (rows x 24) forecasts."""
     n_exog = len(data.exog)
     unfold = lambda x: hourly_features(x, n_target_lags, n_exog, n_exog_lags, differences, recent)  # noqa: E731
     x = data.x[-window_days:]
