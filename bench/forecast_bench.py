@@ -11,8 +11,8 @@
 * carbon: the 7 harmonized regions, history from 2021-01-01, test 2022 day-ahead (forecast issued at
   00:00 UTC for the 24 hours of the day, recalibrated daily), MAPE and MAE against the daily seasonal
   naive and persistence. Carbon intensity: ``--carbon-model`` (default the production choice
-  ``lear_hgbra_log``, the geometric mean of ``lear_log``, ``hgbr_log`` and ``hgba_log``; an ensemble's members are scored
-  beside it at no extra cost) with the regressors production stores (day-ahead
+  ``lear_hgbra_log``, the geometric mean of ``lear_log``, ``hgbr_log`` and ``hgba_log``; an ensemble's
+  members are scored beside it at no extra cost) with the regressors production stores (day-ahead
   load forecast, wind + solar forecast, the zone's day-ahead price), for BE, CH, ES and PL the day-ahead
   prices of interconnected zones (``forecasting.sources.harmonized.CARBON_NEIGHBOURS``, published with
   the zone's own the day before), and the zone's day-ahead generation forecast (ENTSO-E, from

@@ -15,6 +15,7 @@ Lagrangian bound of 9150) and its solution is rounded and guides the group moves
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import numpy as np
@@ -74,14 +75,8 @@ def best_pairs(tb: Tables, found: list, k: int) -> list[Choice]:
         at = ok[rank == q]
         ch = Choice.empty(tb.J)
         j = rows[at]
-        ch.r[j], ch.h[j], ch.s1[j], ch.l1[j], ch.s2[j], ch.l2[j] = (
-            r[at],
-            h[at],
-            s1[at],
-            l1[at],
-            s2[at],
-            l2[at],
-        )
+        for field, values in zip((ch.r, ch.h, ch.s1, ch.l1, ch.s2, ch.l2), (r, h, s1, l1, s2, l2), strict=True):
+            field[j] = values[at]
         out.append(ch)
     return out
 
@@ -232,6 +227,7 @@ def master_guide(
     time_limit_s: float,
     eval_s: float = 0.0,
     notes: list[str] | None = None,
+    score: Callable[[Tables, Choice], float] = penalised_objective,
 ) -> tuple[float, np.ndarray, np.ndarray, Choice] | None:
     """Restricted master LP over the ascent's last options, ``best_pairs`` at ``m`` and ``seeds``; its rounding.
 
@@ -241,7 +237,7 @@ def master_guide(
     ``eval_s`` [s], one cold Lagrangian evaluation on this machine, predicts the LP's time: the LP is not
     started when ``eval_s * nonzeros * MASTER_EVALS_PER_NONZERO`` exceeds ``time_limit_s`` (20,000 jobs in
     60 s: a master that would not finish would leave the priced placements no time). ``notes`` receives why
-    no LP came back.
+    no LP came back. ``score`` ranks the two roundings (the caller's, e.g. one that refuses a broken cost cap).
 
     Returns
     -------
@@ -267,6 +263,6 @@ def master_guide(
     plan = round_lp(tb, cls, primal, duals)
     if (plan.r < 0).any():
         again = round_lp(tb, cls, primal, duals, first=np.flatnonzero(plan.r < 0))
-        if penalised_objective(tb, again) < penalised_objective(tb, plan):
+        if score(tb, again) < score(tb, plan):
             plan = again
     return value, primal, table, plan

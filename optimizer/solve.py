@@ -122,6 +122,12 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     greedy_s = time.perf_counter() - t
     t = lap("greedy", t)
     upper = best_score if np.isfinite(best_score) else penalised_objective(tb, best)
+
+    def incumbent() -> float:
+        """The ascent's Polyak target: the best plan's score, or the greedy plan's objective while none meets
+        the cost cap."""
+        return best_score if np.isfinite(best_score) else upper
+
     cls, rep, counts = build_classes(tb)
     lp_converged = False
     cand_ls = cand0
@@ -164,12 +170,12 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         notes.append(f"lagrangian iterations={len(history)}")
         if use_master:
             if not use_cpsat:  # the ascent goes on on the second core while the master LP is solved here
-                upper_now = best_score if np.isfinite(best_score) else upper
-                ascent = start_ascent(tb, params.num_workers, upper_now, m, eval_s, left())
+                ascent = start_ascent(tb, params.num_workers, incumbent(), m, eval_s, left())
             # LP and rounding: 12-28 s at 10,000 jobs on a loaded 2-core machine; if not, priced placements
             seeds, limit_s = [best, ch0], 0.7 * left()
             guide = master_guide(
-                tb, cls, rep, counts, list(trail), m, seeds, time_limit_s=limit_s, eval_s=eval_s, notes=notes
+                tb, cls, rep, counts, list(trail), m, seeds, time_limit_s=limit_s, eval_s=eval_s, notes=notes,
+                score=_score,
             )
             t = lap("master_lp", t)
             if guide is not None:
@@ -212,9 +218,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     t = lap("priced_greedy", t)
     bound_open = not lp_converged  # the bound still gains from more subgradient steps at the end
     if ascent is None and bound_open and not use_cpsat:
-        ascent = start_ascent(
-            tb, params.num_workers, best_score if np.isfinite(best_score) else upper, m, eval_s, left()
-        )
+        ascent = start_ascent(tb, params.num_workers, incumbent(), m, eval_s, left())
     if ascent is not None:
         bound_open = False
         notes.append("bound: subgradient ascent on a second worker")

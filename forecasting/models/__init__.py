@@ -50,8 +50,7 @@ register("lear_short", lambda: Lear(windows_days=(56, 84, 364), name="lear_short
 
 # Carbon intensity (the production lear_hgbra_log, its members and the candidates measured against them):
 # forecasting.models.carbon.
-for _name, _factory in CARBON_MODELS.items():
-    register(_name, _factory)
+MODELS.update(CARBON_MODELS)
 # Production price model: LEAR and the network averaged (their errors are weakly correlated).
 register("lear_nn", lambda: Ensemble((Lear(), NeuralNet()), name="lear_nn"))
 if _prophet_enabled():
