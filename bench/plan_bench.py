@@ -89,7 +89,7 @@ def run_policies(
         pb = realised if name in ("oracle", "run_now") else planned_on
         p = params
         if name == "oracle":
-            p = SolveParams(params.time_limit_s * 2, params.num_workers, params.random_seed)
+            p = SolveParams(params.time_limit_s * 2, params.num_workers, params.random_seed, rins=params.rins)
         t0 = time.perf_counter()
         plan = SOLVERS[name](pb, p)
         solve_s = time.perf_counter() - t0
@@ -123,7 +123,7 @@ def savings(args, hardware) -> dict:
     )
     f_price, f_carbon = window(curves, start, hours, args.forecast)
     planned_on = with_curves(realised, f_price, f_carbon)
-    params = SolveParams(args.time_limit, args.workers, args.seed)
+    params = SolveParams(args.time_limit, args.workers, args.seed, rins=not args.no_rins)
     rows, ours = run_policies(realised, planned_on, params, args.policies)
     run_now, g, oracle = (
         rows["run_now"]["objective"],
@@ -200,7 +200,7 @@ def scale(args, hardware) -> dict:
             specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price)
         )
         t0 = time.perf_counter()
-        plan = SOLVERS["gridshift"](pb, SolveParams(limit, args.workers, args.seed))
+        plan = SOLVERS["gridshift"](pb, SolveParams(limit, args.workers, args.seed, rins=not args.no_rins))
         solve_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         report = check_plan(pb, plan)
@@ -258,7 +258,10 @@ def _replay_day(d: int) -> tuple[int, dict | None]:
         realised = build_problem(specs, hardware, price, carbon, start, make_objective(o, args.carbon_price))
         planned_on = with_curves(realised, f_price, f_carbon)
         rows, _ = run_policies(
-            realised, planned_on, SolveParams(args.time_limit, args.workers, args.seed), ["run_now", "gridshift"]
+            realised,
+            planned_on,
+            SolveParams(args.time_limit, args.workers, args.seed, rins=not args.no_rins),
+            ["run_now", "gridshift"],
         )
         out[o] = {p: {k: rows[p][k] for k in REPLAY_KEYS} | {"checked": rows[p]["checked"]} for p in rows}
     return d, out
@@ -371,6 +374,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale-limits", help="time limit per scale size [s], comma-separated")
     ap.add_argument("--replay-days", type=int, default=0, help="rolling replay of this many daily plans")
     ap.add_argument("--replay-workers", type=int, default=1, help="processes sharing the replay's days")
+    ap.add_argument(
+        "--no-rins",
+        action="store_true",
+        help="leave out the MIP around the best plan (SolveParams.rins=False)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     args.regions = [r.strip() for r in args.regions.split(",") if r.strip()]

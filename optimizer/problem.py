@@ -318,6 +318,9 @@ class SolveParams:
     max_master_jobs : int
         Largest job count for which, beyond ``max_lp_jobs``, a master LP over the Lagrangian ascent's options
         is solved once to guide rounding and local search (0 turns it off).
+    rins : bool
+        On the LP path, solve a MIP over the LP's columns around the best plan (HiGHS, on the second worker
+        while the local search goes on; ``optimizer.submip``).
     """
 
     time_limit_s: float = 10.0
@@ -329,6 +332,7 @@ class SolveParams:
     max_cpsat_jobs: int = 500
     recreate_share: float = 0.9
     max_master_jobs: int = 20_000
+    rins: bool = True
 
 
 def durations_from_throughput(

@@ -17,7 +17,7 @@ from optimizer.heuristic import Residual, Scanner, option_objective, size_order
 from optimizer.tables import Tables
 
 
-def _real(table: np.ndarray) -> np.ndarray:
+def runnable_columns(table: np.ndarray) -> np.ndarray:
     """Mask of LP columns that are runnable (the bound's overlapping two-chunk relaxations are not)."""
     s1, l1, s2, l2 = table[:, 3], table[:, 4], table[:, 5], table[:, 6]
     return (l2 == 0) | (s2 >= s1 + l1 + 1)
@@ -50,7 +50,7 @@ def round_lp(
     res = Residual(tb)
     table = primal[:, :7].astype(np.int64) if len(primal) else np.zeros((0, 7), dtype=np.int64)
     mass = primal[:, 7].copy() if len(primal) else np.zeros(0)
-    keep = _real(table)
+    keep = runnable_columns(table)
     table, mass = table[keep], mass[keep]
     order = np.lexsort((-mass, table[:, 0]))
     table, mass = table[order], mass[order]
@@ -88,7 +88,7 @@ def lp_candidates(tb: Tables, cls: np.ndarray, columns: np.ndarray, found0: list
     ``found0`` is the zero-price collection of ``bound.evaluate``. Values are true objectives, so
     ``improve_fast`` and ``eject_improve`` can move jobs to the second-best starts the LP found useful.
     """
-    table = columns[_real(columns)] if len(columns) else np.zeros((0, 7), dtype=np.int64)
+    table = columns[runnable_columns(columns)] if len(columns) else np.zeros((0, 7), dtype=np.int64)
     order = np.argsort(cls, kind="stable")
     starts = np.searchsorted(cls[order], np.arange(int(cls.max(initial=-1)) + 2))
     per_col = starts[table[:, 0] + 1] - starts[table[:, 0]]

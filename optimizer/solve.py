@@ -11,7 +11,9 @@ Pipeline (each step bounded by the time limit):
    rounded the same way while the ascent goes on on the second worker (``optimizer.master``).
 4. Priced placement (objective + capacity prices; skipped after a master LP rounding); jobs left out are
    placed by ejection moves (evict flexible jobs, re-place them); local search over the best start per
-   (region, hardware) and every LP column of the job's class.
+   (region, hardware) and every LP column of the job's class. On the LP path, with at least ``RINS_MIN_S`` left,
+   a MIP over the LP's columns around the best plan (``optimizer.submip``) runs on the second worker meanwhile;
+   the better of its plan and the local search's is kept.
 5. Up to ``max_cpsat_jobs`` jobs, if the reduced-cost-fixed option set is small enough, CP-SAT over
    aggregated job classes, warm-started from the best plan, tightens plan and bound. Otherwise the time
    left goes to ejection moves (LP converged) or to resuming the subgradient ascent from the best
@@ -36,12 +38,18 @@ from optimizer.eject import eject_improve
 from optimizer.heuristic import greedy_order, improve, penalised_objective, place, size_order
 from optimizer.lp import column_generation
 from optimizer.master import TRAIL_ITERATIONS, master_guide
-from optimizer.parallel import Child, start_ascent
+from optimizer.parallel import Child, fork_call, start_ascent
 from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem, SolveParams
 from optimizer.recreate import ruin_recreate
 from optimizer.rounding import lp_candidates, round_lp
+from optimizer.submip import rins
 from optimizer.tables import Tables, build_tables
+
+# time left [s] below which the MIP around the best plan is not started: at 1,000 jobs in 10 s it gets ~5 s and
+# found nothing better in 3 of 3 seeds, in 30 s it gets ~25 s (seed 1: 650.5 against 663.0 without it)
+RINS_MIN_S = 8.0
+RINS_RESERVE_S = 0.8  # time [s] the moves leave at the end to collect the MIP's plan and polish it
 
 
 def _cap_ok(tb: Tables, ch: Choice) -> bool:
@@ -136,6 +144,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     lp_path = not capped and params.max_lp_jobs >= tb.J
     lp_sol: tuple[np.ndarray, np.ndarray] | None = None  # (class per row, LP solution) for the targeted moves
     ascent: Child | None = None
+    rins_child: Child | None = None
     use_cpsat = len(rep) * 8 <= params.max_cpsat_options and params.max_cpsat_jobs >= tb.J
     if lp_path:
         lower, m, info = column_generation(tb, cls, rep, counts, [best, ch0], time_limit_s=0.7 * left())
@@ -250,6 +259,25 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
             stalled &= time.perf_counter() - fast_t0 < fast_s / len(pool)  # stopped on a pass without a move
             if _score(tb, cand) <= best_score:
                 best, best_score = cand, _score(tb, cand)
+        t = lap("improve_fast", t)
+        if params.rins and lp_path and lp_sol is not None and not use_cpsat and left() > RINS_MIN_S:
+            # the MIP over the LP's columns around the best plan runs on the second core while the moves below
+            # go on; its plan is collected at the end (in-process, on half the time left, with one worker)
+            rins_args = (tb, cls, rep, counts, info["columns_table"], lp_sol[1], best)
+            if params.num_workers >= 2:
+                rins_child = fork_call(
+                    lambda: rins(
+                        *rins_args, time_limit_s=left() - RINS_RESERVE_S - 0.4, seed=params.random_seed
+                    )
+                )
+                if rins_child is not None:
+                    limit -= RINS_RESERVE_S  # the moves below leave the time to collect and polish its plan
+            else:
+                got_mip = rins(*rins_args, time_limit_s=0.5 * left(), seed=params.random_seed)
+                if got_mip is not None and _score(tb, got_mip) <= best_score:
+                    best, best_score = got_mip, _score(tb, got_mip)
+                    notes.append("rins improved the plan")
+            t = lap("rins", t)
         if (
             not use_cpsat
             and (stalled or lp_sol is not None)
@@ -263,7 +291,6 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
             # also run when the fast moves did not stall, with half the time, the other half going to
             # ``improve`` (1,000 jobs, 10 s, seeds 0/1/2: 793.61/663.80/836.25; none: 793.54/663.84/837.48;
             # 85 %: 793.62/663.80 for seeds 0/1)
-            t = lap("improve_fast", t)
             rr_share = params.recreate_share if stalled else 0.5
             cand = ruin_recreate(
                 tb,
@@ -373,6 +400,19 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         if _score(tb, cand) <= best_score:
             best, best_score = cand, _score(tb, cand)
         t = lap("ruin_recreate_end", t)
+    if rins_child is not None:
+        limit += RINS_RESERVE_S
+        got_rins = rins_child.result(timeout_s=max(0.0, left() - 0.3))
+        if got_rins is None:
+            notes.append("rins: no plan from the second worker in time")
+        else:
+            notes.append(f"rins objective={_score(tb, got_rins):.6g} (moves {best_score:.6g})")
+            if _score(tb, got_rins) < best_score:
+                best, best_score = got_rins, _score(tb, got_rins)
+            cand = improve_fast(tb, best, cand_ls, time_limit_s=max(0.02, left() - 0.2))
+            if _score(tb, cand) < best_score:
+                best, best_score = cand, _score(tb, cand)
+        t = lap("rins_collect", t)
     if ascent is not None:
         got = ascent.result(timeout_s=max(0.0, left() - 0.1))
         if got is not None:
