@@ -95,6 +95,9 @@ def rins(
         Wall-clock limit of the MIP [s].
     seed : int
         HiGHS's random seed.
+    free : numpy.ndarray or None
+        Per class, whether the MIP may change it; by default the classes the plan and the LP solution place
+        differently (the rest keep the plan's options).
 
     Returns
     -------
