@@ -168,6 +168,26 @@ def master_model(tb: Tables, rep: np.ndarray, counts: np.ndarray, table: np.ndar
     return model
 
 
+def run_model(
+    model: model_pb2.ModelProto,
+    kind: mathopt.SolverType,
+    params: parameters_pb2.SolveParametersProto,
+    model_params: model_parameters_pb2.ModelSolveParametersProto,
+) -> result_pb2.SolveResultProto:
+    """Solve a MathOpt model proto in this process (MathOpt's core solve: no Python model to parse back)."""
+    return core_solver.solve(
+        model,
+        kind.value,
+        parameters_pb2.SolverInitializerProto(),
+        params,
+        model_params,
+        None,
+        callback_pb2.CallbackRegistrationProto(),
+        None,
+        None,
+    )
+
+
 SOLVERS = {
     "glop": (mathopt.SolverType.GLOP, mathopt.LPAlgorithm.DUAL_SIMPLEX),
     "highs_ipm": (mathopt.SolverType.HIGHS, mathopt.LPAlgorithm.BARRIER),
@@ -188,17 +208,7 @@ def _solve(
     ).to_proto()
     model_params = model_parameters_pb2.ModelSolveParametersProto()
     model_params.reduced_costs_filter.filter_by_ids = True
-    out = core_solver.solve(
-        model,
-        kind.value,
-        parameters_pb2.SolverInitializerProto(),
-        params,
-        model_params,
-        None,
-        callback_pb2.CallbackRegistrationProto(),
-        None,
-        None,
-    )
+    out = run_model(model, kind, params, model_params)
     if out.termination.reason != result_pb2.TERMINATION_REASON_OPTIMAL or not out.solutions:
         return None
     sol = out.solutions[0]

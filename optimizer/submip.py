@@ -17,19 +17,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
-from ortools.math_opt import (
-    callback_pb2,
-    model_parameters_pb2,
-    parameters_pb2,
-    result_pb2,
-)
-from ortools.math_opt.core.python import solver as core_solver
+from ortools.math_opt import model_parameters_pb2, result_pb2
 from ortools.math_opt.python import mathopt
 from ortools.math_opt.solvers import highs_pb2
 
 from optimizer.bound import Choice
 from optimizer.heuristic import Residual
-from optimizer.master import master_model
+from optimizer.master import master_model, run_model
 from optimizer.rounding import runnable_columns
 from optimizer.tables import Tables
 
@@ -151,17 +145,7 @@ def rins(
     hint = model_params.solution_hints.add()
     hint.variable_values.ids.extend(range(n_var))
     hint.variable_values.values.extend(value.tolist())
-    out = core_solver.solve(
-        model,
-        mathopt.SolverType.HIGHS.value,
-        parameters_pb2.SolverInitializerProto(),
-        params,
-        model_params,
-        None,
-        callback_pb2.CallbackRegistrationProto(),
-        None,
-        None,
-    )
+    out = run_model(model, mathopt.SolverType.HIGHS, params, model_params)
     feasible = (result_pb2.TERMINATION_REASON_OPTIMAL, result_pb2.TERMINATION_REASON_FEASIBLE)
     if out.termination.reason not in feasible or not out.solutions:
         return None
