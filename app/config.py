@@ -32,6 +32,8 @@ class Settings:
     slot_minutes: int = 60
     horizon_hours: int = 72
     plan_time_limit_s: float = 10.0
+    # the nightly plan has time to spare: from ~15 s the planner also runs its MIP around the best plan
+    nightly_plan_time_limit_s: float = 60.0
     objective: str = "cost"
     carbon_price_per_tonne: float = 80.0
     reporting_currency: str = "EUR"

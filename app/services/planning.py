@@ -229,8 +229,10 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
     return problem, fleet
 
 
-def _params(settings: Settings) -> SolveParams:
-    return SolveParams(time_limit_s=settings.plan_time_limit_s, num_workers=2, random_seed=0)
+def _params(settings: Settings, trigger: str = "") -> SolveParams:
+    """Solver parameters: the nightly plan gets ``nightly_plan_time_limit_s``, every other run ``plan_time_limit_s``."""
+    limit = settings.nightly_plan_time_limit_s if trigger == "nightly" else settings.plan_time_limit_s
+    return SolveParams(time_limit_s=limit, num_workers=2, random_seed=0)
 
 
 def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_hours: int, objective: str,
@@ -255,7 +257,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
     problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
                                jobs=[(str(j.id), _fields(j)) for j in open_jobs])
-    plan = get_solver("gridshift")(problem, _params(settings))
+    plan = get_solver("gridshift")(problem, _params(settings, trigger))
     report = check_plan(problem, plan)
     run_now = SOLVERS["run_now"](problem, _params(settings))
     end = problem.slot_start(problem.n_slots)

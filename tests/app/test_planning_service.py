@@ -263,3 +263,13 @@ def test_run_past_its_planned_end_still_holds_the_current_slot(session, settings
     left_out = session.scalar(select(UnplannedJob).where(UnplannedJob.plan_id == r2.plan_id,
                                                          UnplannedJob.job_id == second.id))
     assert placed is None and left_out is not None  # its only hour is still taken
+
+
+def test_the_nightly_plan_gets_its_own_time_limit_and_every_other_run_the_plan_limit():
+    from app.config import Settings
+    from app.services.planning import _params
+
+    cfg = Settings.from_env({"GRIDSHIFT_PLAN_TIME_LIMIT_S": "7", "GRIDSHIFT_NIGHTLY_PLAN_TIME_LIMIT_S": "45"})
+    assert _params(cfg, "nightly").time_limit_s == 45.0
+    for trigger in ("hourly", "manual", "new-work", "dispatch-failure", ""):
+        assert _params(cfg, trigger).time_limit_s == 7.0
