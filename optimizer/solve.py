@@ -404,7 +404,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         limit += RINS_RESERVE_S
         got_rins = rins_child.result(timeout_s=max(0.0, left() - 0.3))
         if got_rins is None:
-            notes.append("rins: no plan from the second worker in time")
+            notes.append("rins: no plan from the second worker (none in time, or one refused by the capacity check)")
         else:
             notes.append(f"rins objective={_score(tb, got_rins):.6g} (moves {best_score:.6g})")
             if _score(tb, got_rins) < best_score:
