@@ -274,9 +274,12 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
                     limit -= RINS_RESERVE_S  # the moves below leave the time to collect and polish its plan
             else:
                 got_mip = rins(*rins_args, time_limit_s=0.5 * left(), seed=params.random_seed)
-                if got_mip is not None and _score(tb, got_mip) <= best_score:
-                    best, best_score = got_mip, _score(tb, got_mip)
-                    notes.append("rins improved the plan")
+                if got_mip is None:
+                    notes.append("rins: no plan (none in time, or one refused by the capacity check)")
+                else:
+                    notes.append(f"rins objective={_score(tb, got_mip):.6g} (moves {best_score:.6g})")
+                    if _score(tb, got_mip) <= best_score:
+                        best, best_score = got_mip, _score(tb, got_mip)
             t = lap("rins", t)
         if (
             not use_cpsat

@@ -91,7 +91,7 @@ def test_a_solution_that_breaks_a_capacity_is_refused():
     assert _to_choice(tb, cls, table, np.array([3])) is None  # more jobs than the class has
 
 
-def test_solve_collects_the_mip_plan_from_the_second_worker(monkeypatch):
+def test_solve_collects_the_mip_plan_from_the_second_worker_or_runs_it_alone(monkeypatch):
     import sys
 
     solve_module = sys.modules["optimizer.solve"]  # ``optimizer.solve`` is also the package's solve function
@@ -107,6 +107,9 @@ def test_solve_collects_the_mip_plan_from_the_second_worker(monkeypatch):
     plan = solve(pb, params)
     assert check_plan(pb, plan).ok
     assert any(note.startswith("rins objective=") for note in plan.stats.notes)
+    alone = solve(pb, SolveParams(time_limit_s=4.0, num_workers=1, random_seed=3, max_cpsat_jobs=0))
+    assert check_plan(pb, alone).ok  # one worker: the MIP runs in-process
+    assert any(note.startswith("rins objective=") for note in alone.stats.notes)
     off = solve(pb, SolveParams(time_limit_s=2.0, num_workers=2, random_seed=3, max_cpsat_jobs=0, rins=False))
     assert check_plan(pb, off).ok
     assert not any("rins" in note for note in off.stats.notes)
