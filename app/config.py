@@ -37,6 +37,8 @@ class Settings:
     objective: str = "cost"
     carbon_price_per_tonne: float = 80.0
     reporting_currency: str = "EUR"
+    # units of reporting currency per unit of another currency, for regions priced in it: "CHF=1.06,GBP=1.17"
+    fx_rates: dict[str, float] = field(default_factory=dict)
     max_batch_jobs: int = 10_000
     max_content_length: int = 32 * 1024 * 1024
     page_size_max: int = 500
@@ -56,6 +58,11 @@ class Settings:
     @property
     def effective_broker_url(self) -> str:
         return self.broker_url or f"sqla+sqlite:///{(self.var_dir / 'broker.db').resolve()}"
+
+    @property
+    def exchange_rates(self) -> dict[str, float]:
+        """``fx_rates``, over any left in ``extra["fx_rates"]`` (where they were set before the setting existed)."""
+        return {**dict(self.extra.get("fx_rates", {})), **self.fx_rates}
 
     @property
     def is_sqlite(self) -> bool:
@@ -82,6 +89,8 @@ class Settings:
 
 def _coerce(key: str, typ: Any, raw: str) -> Any:
     t = str(typ)
+    if t == "dict[str, float]":
+        return _rates(key, raw)  # its errors name the item
     try:
         if t in ("bool",):
             return raw.strip().lower() in _TRUE
@@ -98,3 +107,24 @@ def _coerce(key: str, typ: Any, raw: str) -> Any:
         return raw
     except ValueError as exc:
         raise ValueError(f"{key}: cannot read {raw!r} as {t}") from exc
+
+
+def _rates(key: str, raw: str) -> dict[str, float]:
+    """``CUR=rate`` pairs, comma-separated; a currency is 3 capital letters, a rate a positive number."""
+    out: dict[str, float] = {}
+    for item in (p.strip() for p in raw.split(",")):
+        if not item:
+            continue
+        cur, sep, rate = (x.strip() for x in item.partition("="))
+        if not sep or len(cur) != 3 or not cur.isalpha() or not cur.isupper():
+            raise ValueError(f"{key}: {item!r} is not CUR=rate (a 3-letter currency code in capitals)")
+        try:
+            value = float(rate)
+        except ValueError:
+            raise ValueError(f"{key}: {item!r}: the rate {rate!r} is not a number") from None
+        if not value > 0 or value == float("inf"):
+            raise ValueError(f"{key}: {item!r}: the rate must be a positive, finite number")
+        if cur in out:
+            raise ValueError(f"{key}: {cur} is given twice")
+        out[cur] = value
+    return out

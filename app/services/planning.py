@@ -202,7 +202,7 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
                 gpu[k] += job.gpu_count
                 power[k] += kw
     regions = []
-    fx = dict(settings.extra.get("fx_rates", {}))
+    fx = settings.exchange_rates
     for reg in session.scalars(select(Region).options(selectinload(Region.overrides)).order_by(Region.code)):
         budget = [reg.power_budget_kw] * n
         overridden: set[int] = set()
@@ -216,7 +216,8 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
         if reg.currency != settings.reporting_currency and reg.currency not in fx:
             raise ValidationFailed("missing exchange rate", [FieldError(
                 f"regions.{reg.code}.currency",
-                f"{reg.currency} prices need settings.extra['fx_rates'][{reg.currency!r}] in {settings.reporting_currency}")])
+                f"{reg.currency} prices need a rate in GRIDSHIFT_FX_RATES ({reg.currency}=<{settings.reporting_currency} per "
+                f"{reg.currency}>)")])
         regions.append(OptRegion(
             reg.code, tuple(_series(session, reg.zone, SeriesKind.PRICE, slots, end)),
             tuple(_series(session, reg.zone, SeriesKind.CARBON_INTENSITY, slots, end)), tuple(budget),

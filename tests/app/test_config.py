@@ -27,3 +27,14 @@ def test_unknown_or_malformed_variables_are_named():
         Settings.from_env({"GRIDSHIFT_SLOT_MINUTS": "15"})
     with pytest.raises(ValueError, match="GRIDSHIFT_SLOT_MINUTES"):
         Settings.from_env({"GRIDSHIFT_SLOT_MINUTES": "quarter"})
+
+
+def test_exchange_rates_are_read_checked_and_win_over_the_old_extra_entry():
+    s = Settings.from_env({"GRIDSHIFT_FX_RATES": "CHF=1.06, GBP=1.17"})
+    assert s.fx_rates == {"CHF": 1.06, "GBP": 1.17}
+    old = Settings(extra={"fx_rates": {"CHF": 0.9, "PLN": 0.23}}, fx_rates={"CHF": 1.06})
+    assert old.exchange_rates == {"CHF": 1.06, "PLN": 0.23}
+    for bad, says in [("CHF", "not CUR=rate"), ("chf=1.0", "not CUR=rate"), ("CHF=one", "not a number"),
+                      ("CHF=-1", "positive"), ("CHF=inf", "positive"), ("CHF=1,CHF=2", "twice")]:
+        with pytest.raises(ValueError, match=f"GRIDSHIFT_FX_RATES.*{says}"):
+            Settings.from_env({"GRIDSHIFT_FX_RATES": bad})

@@ -273,3 +273,23 @@ def test_the_nightly_plan_gets_its_own_time_limit_and_every_other_run_the_plan_l
     assert _params(cfg, "nightly").time_limit_s == 45.0
     for trigger in ("hourly", "manual", "new-work", "dispatch-failure", ""):
         assert _params(cfg, trigger).time_limit_s == 7.0
+
+
+def test_a_region_priced_in_another_currency_needs_its_rate_and_is_converted_with_it(session, settings, market, now):
+    from dataclasses import replace
+
+    from app.errors import ValidationFailed
+
+    session.scalar(select(Region).where(Region.code == "fi")).currency = "CHF"
+    add_job(session, now, gpu_count=4, reference_gpu_hours=8.0, allowed_regions=["fi"], allowed_hardware=["a100"])
+    session.commit()
+    with pytest.raises(ValidationFailed) as err:
+        plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    assert err.value.errors[0].field == "regions.fi.currency" and "GRIDSHIFT_FX_RATES" in err.value.errors[0].message
+    session.rollback()
+    with_rate = replace(settings, fx_rates={"CHF": 2.0})
+    record = plan_fleet(session, with_rate, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    a = session.scalar(select(Assignment).where(Assignment.plan_id == record.plan_id))
+    assert a.currency == "EUR"
+    assert math.isclose(a.cost, a.energy_kwh * 60 * 2.0 / 1000, rel_tol=1e-6)  # 60 CHF/MWh at 2 EUR per CHF
