@@ -134,6 +134,18 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     t = lap("greedy", t)
     upper = best_score if np.isfinite(best_score) else penalised_objective(tb, best)
 
+    def keep_mip(got: Choice | None) -> bool:
+        """Note the MIP's plan and keep it if it is better; False when there is none (none in time, or one that
+        broke a capacity)."""
+        nonlocal best, best_score
+        if got is None:
+            notes.append("rins: no plan (none in time, or one refused by the capacity check)")
+            return False
+        notes.append(f"rins objective={_score(tb, got):.6g} (moves {best_score:.6g})")
+        if _score(tb, got) < best_score:
+            best, best_score = got, _score(tb, got)
+        return True
+
     def incumbent() -> float:
         """The ascent's Polyak target: the best plan's score, or the greedy plan's objective while none meets
         the cost cap."""
@@ -276,13 +288,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
                 if rins_child is not None:
                     limit -= RINS_RESERVE_S  # the moves below leave the time to collect its plan and go on from it
             else:
-                got_mip = rins(*rins_args, time_limit_s=0.5 * left(), seed=params.random_seed)
-                if got_mip is None:
-                    notes.append("rins: no plan (none in time, or one refused by the capacity check)")
-                else:
-                    notes.append(f"rins objective={_score(tb, got_mip):.6g} (moves {best_score:.6g})")
-                    if _score(tb, got_mip) <= best_score:
-                        best, best_score = got_mip, _score(tb, got_mip)
+                keep_mip(rins(*rins_args, time_limit_s=0.5 * left(), seed=params.random_seed))
             t = lap("rins", t)
         if (
             not use_cpsat
@@ -408,13 +414,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         t = lap("ruin_recreate_end", t)
     if rins_child is not None:
         limit += RINS_RESERVE_S
-        got_rins = rins_child.result(timeout_s=max(0.0, left() - 0.3))
-        if got_rins is None:
-            notes.append("rins: no plan from the second worker (none in time, or one refused by the capacity check)")
-        else:
-            notes.append(f"rins objective={_score(tb, got_rins):.6g} (moves {best_score:.6g})")
-            if _score(tb, got_rins) < best_score:
-                best, best_score = got_rins, _score(tb, got_rins)
+        if keep_mip(rins_child.result(timeout_s=max(0.0, left() - 0.3))):
             cand = improve_fast(tb, best, cand_ls, time_limit_s=max(0.02, left() - 0.2))
             if _score(tb, cand) < best_score:
                 best, best_score = cand, _score(tb, cand)

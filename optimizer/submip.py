@@ -99,6 +99,8 @@ def rins(
         A plan that fits every capacity (the incumbent itself where nothing better was found), or None when
         HiGHS returned no solution in time.
     """
+    if len(primal):  # the bound's overlapping two-chunk relaxations cannot be planned: not columns here
+        primal = primal[runnable_columns(primal[:, :7].astype(np.int64))]
     lp_keys = primal[:, :7].astype(np.int64) if len(primal) else np.zeros((0, 7), dtype=np.int64)
     inc_keys, inc_n = plan_columns(cls, incumbent)
     cols = columns[runnable_columns(columns)] if len(columns) else np.zeros((0, 7), dtype=np.int64)
@@ -131,11 +133,10 @@ def rins(
     del model.variables.upper_bounds[:]
     model.variables.lower_bounds.extend(lower.tolist())
     model.variables.upper_bounds.extend(upper.tolist())
-    n_gpu = tb.R * tb.H * tb.T
-    kw_upper = tb.kw_cap_mw().ravel() / 1e6 - POWER_MARGIN_KW
-    bounds = model.linear_constraints.upper_bounds
-    for k, ub in enumerate(kw_upper.tolist()):
-        bounds[n_cls + n_gpu + k] = ub
+    rows_upper = np.array(model.linear_constraints.upper_bounds)
+    rows_upper[n_cls + tb.R * tb.H * tb.T :] = tb.kw_cap_mw().ravel() / 1e6 - POWER_MARGIN_KW
+    del model.linear_constraints.upper_bounds[:]
+    model.linear_constraints.upper_bounds.extend(rows_upper.tolist())
     highs = highs_pb2.HighsOptionsProto()
     highs.double_options["mip_heuristic_effort"] = HEURISTIC_EFFORT
     params = mathopt.SolveParameters(
