@@ -34,6 +34,8 @@ class Settings:
     plan_time_limit_s: float = 10.0
     # the nightly plan has time to spare: from ~15 s the planner also runs its MIP around the best plan
     nightly_plan_time_limit_s: float = 60.0
+    # superseded plans older than this keep their summary; their assignment rows nothing reads are deleted (0: keep)
+    plan_retention_days: int = 14
     objective: str = "cost"
     carbon_price_per_tonne: float = 80.0
     reporting_currency: str = "EUR"
@@ -83,6 +85,8 @@ class Settings:
             if name not in known:
                 raise ValueError(f"{key}: unknown setting; known: {', '.join(sorted(k.upper() for k in known))}")
             values[name] = _coerce(key, known[name].type, raw)
+            if name == "plan_retention_days" and values[name] < 0:
+                raise ValueError(f"{key}: must be 0 (keep every plan's rows) or a number of days, got {raw!r}")
         values.update(overrides)
         return replace(cls(), **values)
 

@@ -272,6 +272,8 @@ class Plan(Base):
     gap_pct: Mapped[float | None] = mapped_column(Float)
     is_current: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
     stats: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # set when the retention clean-up deleted the assignment rows of this superseded plan that nothing needs
+    pruned_at: Mapped[datetime | None]
     assignments: Mapped[list[Assignment]] = relationship(back_populates="plan", cascade="all, delete-orphan")
     unplanned: Mapped[list[UnplannedJob]] = relationship(cascade="all, delete-orphan")
 
@@ -313,7 +315,7 @@ class Run(Base):
     """One dispatch attempt of a job on a cluster; its id is the runtime's idempotency key."""
 
     __tablename__ = "runs"
-    __table_args__ = (Index("ix_runs_state", "state"),)
+    __table_args__ = (Index("ix_runs_state", "state"), Index("ix_runs_assignment", "assignment_id"))
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     assignment_id: Mapped[int | None] = mapped_column(ForeignKey("assignments.id", ondelete="SET NULL"))

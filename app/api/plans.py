@@ -1,4 +1,4 @@
-"""Plans: the current plan for the Gantt view, a what-if preview of one job, and a manual re-plan.
+"""Plans: the current plan for the Gantt view, past plans, a what-if preview of one job, and a manual re-plan.
 
 A tenant sees only its own jobs' assignments and unplanned entries. An operator admin sees every assignment and
 per-region totals over every tenant (left out for tenants: even a count would tell one tenant about another's work;
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask_smorest import Blueprint
-from marshmallow import Schema, fields
+from marshmallow import EXCLUDE, Schema, fields, validate
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
@@ -21,7 +21,7 @@ from app.api.schemas import JobIn
 from app.db import utcnow
 from app.errors import NotFound, ServiceError
 from app.models import Assignment, Job, Plan, Region, UnplannedJob
-from app.services import audit, jobs
+from app.services import audit, jobs, plan_history
 from app.services import replan as replan_service
 from app.services.auth import Principal
 from app.services.fleet import snapshot
@@ -75,10 +75,61 @@ class PlanOut(Schema):
     objective_value = fields.Float(allow_none=True)
     best_bound = fields.Float(allow_none=True)
     gap_pct = fields.Float(allow_none=True)
+    is_current = fields.Boolean()
+    pruned_at = fields.DateTime(format="iso", allow_none=True, metadata={
+        "description": "when the retention clean-up deleted this superseded plan's assignment rows that no run "
+                       "executed and that are not their job's newest; the assignments listed can then be incomplete"})
     assignments = fields.List(fields.Nested(AssignmentOut))
     unplanned = fields.List(fields.Nested(UnplannedOut))
     region_totals = fields.List(fields.Nested(RegionTotalOut),
                                 metadata={"description": "every tenant, aggregated; operator admins only"})
+
+
+class FleetTotalsOut(Schema):
+    jobs_assigned = fields.Integer()
+    jobs_unplanned = fields.Integer()
+    energy_kwh = fields.Float(allow_none=True)
+    cost = fields.Float(allow_none=True)
+    carbon_kg = fields.Float(allow_none=True)
+    run_now_energy_kwh = fields.Float(allow_none=True)
+    run_now_cost = fields.Float(allow_none=True)
+    run_now_carbon_kg = fields.Float(allow_none=True)
+    currency = fields.String()
+
+
+class PlanSummaryOut(Schema):
+    id = fields.Integer()
+    created_at = fields.DateTime(format="iso")
+    horizon_start = fields.DateTime(format="iso")
+    horizon_end = fields.DateTime(format="iso")
+    slot_minutes = fields.Integer()
+    objective = fields.String()
+    solver = fields.String()
+    trigger = fields.String()
+    status = fields.String()
+    is_current = fields.Boolean()
+    objective_value = fields.Float(allow_none=True)
+    best_bound = fields.Float(allow_none=True)
+    gap_pct = fields.Float(allow_none=True)
+    solve_s = fields.Float(allow_none=True, metadata={"description": "wall-clock time of the solve [s]"})
+    pruned_at = fields.DateTime(format="iso", allow_none=True)
+    fleet = fields.Nested(FleetTotalsOut, allow_none=True, metadata={
+        "description": "every tenant's work in the plan, against running it now; operator admins only (null else)"})
+
+
+class PlanPage(Schema):
+    items = fields.List(fields.Nested(PlanSummaryOut))
+    next_cursor = fields.String(allow_none=True)
+
+
+class PlanQuery(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    trigger = fields.String(validate=validate.Length(min=1, max=32),
+                            metadata={"description": "nightly, hourly, new-work, manual, failure, ..."})
+    cursor = fields.String(validate=validate.Length(max=64))
+    limit = fields.Integer(validate=validate.Range(min=1, max=200), load_default=50)
 
 
 class PreviewFiguresOut(Schema):
@@ -141,7 +192,7 @@ def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
         "horizon_end": plan.horizon_end, "slot_minutes": plan.slot_minutes, "objective": plan.objective,
         "solver": plan.solver, "trigger": plan.trigger, "status": plan.status.value,
         "objective_value": plan.objective_value, "best_bound": plan.best_bound, "gap_pct": plan.gap_pct,
-        "assignments": assignments, "unplanned": unplanned, "region_totals": totals,
+        "is_current": plan.is_current, "pruned_at": plan.pruned_at, "assignments": assignments, "unplanned": unplanned, "region_totals": totals,
     }
 
 
@@ -166,6 +217,25 @@ def get_current() -> Any:
     """The current plan: the caller's assignments (all of them for an operator admin) and per-region totals."""
     session = extensions.db_session()
     return plan_view(session, principal(), current_plan(session))
+
+
+@blp.route("", methods=["GET"])
+@blp.arguments(PlanQuery, location="query")
+@blp.response(200, PlanPage)
+def list_plans(q: dict[str, Any]) -> Any:
+    """Past plans, newest first: when and why each was made, how well it was solved, and (operator admins) the
+    fleet's energy, cost and CO2 against running everything now. Follow ``next_cursor`` for older plans."""
+    items, nxt = plan_history.list_plans(extensions.db_session(), principal(), extensions.settings(),
+                                         limit=q["limit"], cursor=q.get("cursor"), trigger=q.get("trigger"))
+    return {"items": items, "next_cursor": nxt}
+
+
+@blp.route("/<int:plan_id>")
+@blp.response(200, PlanOut)
+def get_plan(plan_id: int) -> Any:
+    """One plan by id, as ``/current`` shows the current one (the caller's assignments; all for an operator admin)."""
+    session = extensions.db_session()
+    return plan_view(session, principal(), plan_history.get_plan(session, plan_id))
 
 
 @blp.route("", methods=["POST"])

@@ -279,16 +279,17 @@ class JobFilter:
     batch_id: str | None = None
 
 
-def encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(f"j{last_id}".encode()).decode().rstrip("=")
+def encode_cursor(last_id: int, kind: str = "j") -> str:
+    """An opaque cursor after row ``last_id`` of a list (``kind``: j = jobs, p = plans)."""
+    return base64.urlsafe_b64encode(f"{kind}{last_id}".encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> int:
+def decode_cursor(cursor: str, kind: str = "j") -> int:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not raw.startswith("j"):
+        if not raw.startswith(kind):
             raise ValueError
-        return int(raw[1:])
+        return int(raw[len(kind):])
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationFailed("bad cursor", [FieldError("cursor", "not a cursor this API returned")]) from exc
 

@@ -303,9 +303,11 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     else:
         unplanned = ()
     horizon_end = end
+    n_unplanned = 0
     for u in unplanned:
         if int(u.job_id) not in still_open:
             continue
+        n_unplanned += 1
         session.add(UnplannedJob(plan_id=record.id, job_id=int(u.job_id), reason=str(u.reason), detail=u.detail))
         job = by_id[u.job_id]
         final = u.reason in FINAL_REASONS or job.deadline_at <= now or (
@@ -316,6 +318,8 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
         elif job.state is not JobState.PENDING:
             job_service.set_state(session, job, JobState.PENDING, message, at=now)
         job.state_reason = message
+    # the plan's head keeps its job counts after the retention clean-up deletes its rows (plan_history.prune)
+    record.stats = {**stats, "currency": problem.currency, "jobs": {"assigned": n_assigned, "unplanned": n_unplanned}}
     session.flush()
     return PlanRecord(record.id, status, plan.objective, plan.best_bound, plan.gap_pct, n_assigned, len(unplanned))
 

@@ -1,4 +1,5 @@
-"""Maintenance: delete delivered messages of the embedded SQLAlchemy broker; prune finished local runs' files."""
+"""Maintenance: delete delivered messages of the embedded SQLAlchemy broker; prune finished local runs' files and
+the rows of superseded plans past their retention period."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ from celery import shared_task
 
 from app.db import utcnow
 from app.extensions import db_session, settings
-from app.services import dispatch_maintenance
+from app.services import dispatch_maintenance, plan_history
 
 
 @shared_task(name="gridshift.maintenance.cleanup", ignore_result=True)
 def cleanup() -> dict[str, Any]:
-    """Hourly: broker rows already delivered, and scratch directories of runs finished long ago."""
+    """Hourly: broker rows already delivered, scratch directories of runs finished long ago, old plans' rows."""
     cfg = settings()
     now = utcnow()
     removed_messages = dispatch_maintenance.prune_broker_messages(cfg, now=now)
-    removed_dirs = dispatch_maintenance.prune_run_scratch(db_session(), cfg, now=now)
-    return {"broker_messages": removed_messages, "run_dirs": removed_dirs}
+    session = db_session()
+    removed_dirs = dispatch_maintenance.prune_run_scratch(session, cfg, now=now)
+    pruned = plan_history.prune(session, cfg, now=now)
+    session.commit()
+    return {"broker_messages": removed_messages, "run_dirs": removed_dirs, "plans_pruned": pruned}

@@ -38,3 +38,12 @@ def test_exchange_rates_are_read_checked_and_win_over_the_old_extra_entry():
                       ("CHF=-1", "positive"), ("CHF=inf", "positive"), ("CHF=1,CHF=2", "twice")]:
         with pytest.raises(ValueError, match=f"GRIDSHIFT_FX_RATES.*{says}"):
             Settings.from_env({"GRIDSHIFT_FX_RATES": bad})
+
+
+def test_plan_retention_is_read_and_checked():
+    assert Settings.from_env({}).plan_retention_days == 14
+    assert Settings.from_env({"GRIDSHIFT_PLAN_RETENTION_DAYS": "3"}).plan_retention_days == 3
+    assert Settings.from_env({"GRIDSHIFT_PLAN_RETENTION_DAYS": "0"}).plan_retention_days == 0
+    for bad in ("-1", "two weeks"):
+        with pytest.raises(ValueError, match="GRIDSHIFT_PLAN_RETENTION_DAYS"):
+            Settings.from_env({"GRIDSHIFT_PLAN_RETENTION_DAYS": bad})

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, select, text
 from app.celery_app import celery_config
 from app.config import Settings
 from app.enums import JobState, RunState
-from app.models import Job, Run
+from app.models import Job, Plan, Run
 from app.schedule import beat_schedule
 from app.services import auth, dispatch_maintenance
 from app.services import dispatch as dispatch_service
@@ -138,10 +138,16 @@ def test_cleanup_removes_old_run_dirs(app, session, settings, small_fleet, tmp_p
     wait_for(lambda: dispatch_tasks_sync(app) and len(runs_done(session)) == 2)
     (run_old,), (run_recent,) = runs_of(session, old.id), runs_of(session, recent.id)
     run_old.finished_at = utcnow() - dispatch_maintenance.RUN_SCRATCH_KEEP - timedelta(hours=1)
-    session.commit()
+    # the plan the runs came from is superseded and past its retention period; its rows are all still read
+    first = session.scalar(select(Plan).where(Plan.is_current.is_(True)))
+    first.created_at = utcnow() - timedelta(days=settings.plan_retention_days + 1)
+    write_plan(session, [])
     with app.app_context():
         out = maintenance.cleanup.delay().get()
     assert out["run_dirs"] == 1
+    assert out["plans_pruned"] == {"plans": 1, "assignments": 0, "unplanned": 0}  # each row a run executed
+    session.refresh(first)
+    assert first.pruned_at is not None and len(first.assignments) == 2
     runs_dir = tmp_path / "de-runtime" / "runs"
     assert not (runs_dir / run_old.run_key).exists() and (runs_dir / run_recent.run_key).is_dir()
 
