@@ -127,7 +127,7 @@ class PlanQuery(Schema):
         unknown = EXCLUDE
 
     trigger = fields.String(validate=validate.Length(min=1, max=32),
-                            metadata={"description": "nightly, hourly, new-work, manual, failure, ..."})
+                            metadata={"description": "nightly, hourly, new-work, fleet-change, manual, dispatch-failure, run-failure"})
     cursor = fields.String(validate=validate.Length(max=64))
     limit = fields.Integer(validate=validate.Range(min=1, max=200), load_default=50)
 

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.models import AuditEntry
 from app.services.auth import Principal
+
+#: Audited fleet changes that can make a plan wrong: GPUs, power budgets (demand-response windows), PUE, hardware,
+#: clusters.
+FLEET_ACTIONS = ("region.put", "region.budget_override", "inventory.put", "hardware.put", "cluster.put")
+
+
+def last_fleet_change(session: Session) -> int:
+    """Id of the newest audited fleet change (0: none), which a plan records as the fleet it saw."""
+    return int(session.scalar(select(func.max(AuditEntry.id)).where(AuditEntry.action.in_(FLEET_ACTIONS))) or 0)
 
 
 def record(

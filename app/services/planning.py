@@ -44,6 +44,7 @@ from app.models import (
     UnplannedJob,
 )
 from app.services import jobs as job_service
+from app.services.audit import last_fleet_change
 from app.services.capacity import held_intervals
 from app.services.fleet import FleetSnapshot, snapshot
 from optimizer import (
@@ -80,6 +81,7 @@ class PlanRecord:
     gap_pct: float | None
     n_assigned: int
     n_unplanned: int
+    trigger: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +257,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     trigger : str
         Why the plan runs (nightly, hourly, manual, failure...).
     """
+    fleet_seen = last_fleet_change(session)  # before the fleet is read: a later change re-plans (replan.fleet_changed)
     open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
     problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
                                jobs=[(str(j.id), _fields(j)) for j in open_jobs])
@@ -319,9 +322,11 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
             job_service.set_state(session, job, JobState.PENDING, message, at=now)
         job.state_reason = message
     # the plan's head keeps its job counts after the retention clean-up deletes its rows (plan_history.prune)
-    record.stats = {**stats, "currency": problem.currency, "jobs": {"assigned": n_assigned, "unplanned": n_unplanned}}
+    record.stats = {**stats, "currency": problem.currency, "jobs": {"assigned": n_assigned, "unplanned": n_unplanned},
+                    "fleet_change_seen": fleet_seen}
     session.flush()
-    return PlanRecord(record.id, status, plan.objective, plan.best_bound, plan.gap_pct, n_assigned, len(unplanned))
+    return PlanRecord(record.id, status, plan.objective, plan.best_bound, plan.gap_pct, n_assigned, len(unplanned),
+                      trigger)
 
 
 def _lock_still_open(session: Session, job_ids: list[int]) -> set[int]:

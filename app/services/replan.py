@@ -28,6 +28,25 @@ def replan(session: Session, settings: Settings, trigger: str, *, now: datetime 
                       objective=settings.objective, trigger=trigger)
 
 
+def fleet_changed(session: Session) -> bool:
+    """True when the fleet was changed through the API after the current plan read it.
+
+    Each plan records the newest audited fleet change it saw (``stats["fleet_change_seen"]``, read before the
+    problem is built); audit entries are written in the change's own transaction. Ids, not timestamps, so clocks
+    of the web and worker hosts need not agree. A plan stored before that record counts as having seen none.
+    """
+    from sqlalchemy import select
+
+    from app.models import Plan
+    from app.services.audit import last_fleet_change
+
+    current = session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
+    if current is None:
+        return False  # no plan yet: the first one sees the fleet as it is
+    seen = int((current.stats or {}).get("fleet_change_seen", 0))
+    return last_fleet_change(session) > seen
+
+
 def new_work_waiting(session: Session) -> bool:
     """True when a pending job arrived after the current plan was made (or there is no plan yet)."""
     from sqlalchemy import select
@@ -43,11 +62,15 @@ def new_work_waiting(session: Session) -> bool:
 
 
 def replan_new_work(session: Session, settings: Settings, *, now: datetime | None = None):  # type: ignore[no-untyped-def]
-    """Plan again if jobs were submitted since the current plan; returns the plan record or None.
+    """Plan again if jobs were submitted or the fleet changed since the current plan; the plan record or None.
 
     Submissions do not each start a plan (a 10,000-job batch would start 10,000): this check runs every minute
-    from beat, so a new job is planned within about a minute, and many submissions share one plan.
+    from beat, so a new job is planned within about a minute, and many submissions share one plan. A fleet change
+    (fewer GPUs for maintenance, a demand-response window) re-plans the same way, so work is not dispatched into
+    capacity that is gone for longer than about a minute plus the solve.
     """
-    if not new_work_waiting(session):
-        return None
-    return replan(session, settings, "new-work", now=now)
+    if new_work_waiting(session):
+        return replan(session, settings, "new-work", now=now)
+    if fleet_changed(session):
+        return replan(session, settings, "fleet-change", now=now)
+    return None

@@ -31,16 +31,16 @@ def nightly() -> dict[str, Any]:
 
 @shared_task(name="gridshift.plan.replan", ignore_result=True)
 def replan(trigger: str = "hourly") -> dict[str, Any]:
-    """Re-plan work that has not started (hourly, or after a failure, new forecasts or capacity changes)."""
+    """Re-plan work that has not started (hourly, after a dispatch failure, or on request)."""
     return run_planning(db_session(), settings(), trigger)
 
 
 @shared_task(name="gridshift.plan.new_work", ignore_result=True)
 def new_work() -> dict[str, Any] | None:
-    """Plan jobs submitted since the current plan (runs every minute; does nothing when none arrived)."""
+    """Plan jobs submitted, or fleet changes made, since the current plan (every minute; nothing when none)."""
     session, cfg = db_session(), settings()
     record = replan_service.replan_new_work(session, cfg)
     if record is None:
         return None
     session.commit()
-    return {"trigger": "new-work", "plan_id": record.plan_id, "n_assigned": record.n_assigned}
+    return {"trigger": record.trigger, "plan_id": record.plan_id, "n_assigned": record.n_assigned}
