@@ -67,7 +67,7 @@ bench-web: venv
 bench-slurm-submit: venv
 	$(BIN)/python tests/runtimes/slurm_submit_rate.py --jobs 100 --json
 screenshots: venv
-	$(BIN)/python tests/web/make_screenshots.py --out var/shots $(DEMO_DATA)
+	$(BIN)/python -m tests.web.make_screenshots --out var/shots $(DEMO_DATA)
 test-connectors: venv
 	$(BIN)/pytest -q tests/connectors $(PYTEST_ARGS)
 

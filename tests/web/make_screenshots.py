@@ -1,6 +1,6 @@
 """Screenshots of the dashboard on the demo fleet (1280 px): overview, preview, plan, job, reports.
 
-    .venv/bin/python tests/web/make_screenshots.py --out /tmp/shots [--data ../shared/data/harmonized]
+    .venv/bin/python -m tests.web.make_screenshots --out /tmp/shots [--data ../shared/data/harmonized]
 
 Builds a throw-away SQLite installation under a temporary folder, seeds the demo fleet (real 2022 data replayed
 when --data is given, else the synthetic scenario), refreshes the forecasts, makes a plan with the planning service, serves the app on

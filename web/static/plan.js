@@ -1,7 +1,10 @@
-// Plan: a Gantt chart of the current plan by region and hardware over time, the assignments and unplanned jobs.
+// Plan: a Gantt chart of the current plan (or of plan N with ?id=N) by region and hardware over time, the
+// assignments and unplanned jobs; below, the plan history, newest first, page by page.
 "use strict";
 (async () => {
   const $ = (id) => document.getElementById(id);
+  let viewId = new URLSearchParams(location.search).get("id"); // null: the current plan
+  let shownId = null; // the plan on screen, marked in the history
   const palette = ["#2a7f62", "#3b6ea5", "#b3541e", "#7a4fa3", "#a38b2a", "#1f8a99", "#a33d5c", "#5b6f2a"];
 
   // Jobs that overlap in time on the same region and hardware get their own lane, so no bar hides another.
@@ -50,7 +53,15 @@
   }
 
   function render(plan) {
-    $("plan-summary").innerHTML = `Plan #${plan.id} · ${GS.esc(plan.status)} · ${GS.esc(plan.solver)} · objective ${GS.esc(plan.objective)}
+    // /plans/current and POST /plans answer with the current plan (is_current may be absent there).
+    const which = plan.is_current === false
+      ? 'not the current plan (<a href="/ui/plan" id="current-link">show the current plan</a>)' : "the current plan";
+    const pruned = plan.pruned_at
+      ? ` · assignments pruned ${GS.fmtTime(plan.pruned_at)}: the chart may be incomplete` : "";
+    shownId = Number(plan.id);
+    markShown();
+    $("plan-summary").innerHTML = `Plan #${GS.esc(plan.id)} · ${which}${pruned}
+      · ${GS.esc(plan.status)} · ${GS.esc(plan.solver)} · objective ${GS.esc(plan.objective)}
       · made ${GS.fmtTime(plan.created_at)} (${GS.esc(plan.trigger)})${plan.gap_pct === null ? "" : ` · gap ${GS.num(plan.gap_pct, 2)} %`}
       · horizon ${GS.fmtTime(plan.horizon_start)} – ${GS.fmtTime(plan.horizon_end)} · ${plan.assignments.length} assignment(s) shown`;
     gantt(plan);
@@ -71,22 +82,111 @@
   }
 
   async function load() {
+    if (viewId !== null && !/^[1-9][0-9]*$/.test(viewId)) {
+      $("plan-summary").textContent = `No plan #${viewId}.`;
+      return;
+    }
+    const path = viewId === null ? "/api/v1/plans/current" : `/api/v1/plans/${viewId}`;
     try {
-      render(await GS.busy("Loading the plan", () => GS.api("GET", "/api/v1/plans/current")));
+      render(await GS.busy("Loading the plan", () => GS.api("GET", path)));
     } catch (err) {
-      $("plan-summary").textContent = err.status === 404 ? "No plan yet." : (err.describe ? err.describe() : String(err));
+      const missing = viewId === null ? "No plan yet." : `No plan #${viewId}.`;
+      $("plan-summary").textContent = err.status === 404 ? missing : (err.describe ? err.describe() : String(err));
     }
   }
+
+  // Plan history: fleet-wide figures come only for operator admins (fleet is null for everyone else).
+  const BASE_COLS = [["Plan"], ["Made"], ["Trigger"], ["Status"], ["Objective"], ["Gap %", "num"], ["Solve s", "num"]];
+  const FLEET_COLS = [["Planned", "num", "jobs planned, every tenant"], ["Not planned", "num", "jobs left out"],
+                      ["Cost", "num"], ["Saving", "num", "against running every planned job now"], ["CO2 kg", "num"]];
+  const histBody = document.querySelector("#history-table tbody");
+  const olderBtn = $("older-btn");
+  let cursor = null;
+  let withFleet = false;
+
+  function historyHeader() {
+    const cols = withFleet ? BASE_COLS.concat(FLEET_COLS) : BASE_COLS;
+    document.querySelector("#history-table thead tr").innerHTML =
+      cols.map(([name, cls, title]) => `<th${cls ? ` class="${cls}"` : ""}${title ? ` title="${title}"` : ""}>${name}</th>`)
+        .join("");
+    return cols.length;
+  }
+
+  function markShown() {
+    histBody.querySelectorAll("tr[data-plan-id]").forEach((tr) => {
+      const shown = Number(tr.dataset.planId) === shownId;
+      tr.classList.toggle("shown", shown);
+      if (shown) tr.setAttribute("aria-current", "true"); else tr.removeAttribute("aria-current");
+    });
+  }
+
+  function fleetCells(f) {
+    if (!f) return '<td class="num">—</td>'.repeat(FLEET_COLS.length);
+    const cur = GS.esc(f.currency);
+    const known = (x) => x !== null && x !== undefined;
+    const saving = known(f.run_now_cost) && known(f.cost) ? f.run_now_cost - f.cost : null;
+    return `<td class="num">${GS.num(f.jobs_assigned, 0)}</td><td class="num">${GS.num(f.jobs_unplanned, 0)}</td>
+      <td class="num">${GS.num(f.cost, 2)} ${cur}</td>
+      <td class="num${saving > 0 ? " better" : ""}">${saving === null ? "—" : `${GS.num(saving, 2)} ${cur}`}</td>
+      <td class="num">${GS.num(f.carbon_kg, 1)}</td>`;
+  }
+
+  function historyRow(p) {
+    const id = Number(p.id);
+    const tr = GS.el("tr", { "data-plan-id": id });
+    const badge = p.is_current ? ' <span class="state current">current</span>' : "";
+    const pruned = p.pruned_at
+      ? ` <span class="muted" title="pruned ${GS.esc(GS.fmtTime(p.pruned_at))}">assignments pruned</span>` : "";
+    const value = p.objective_value === null || p.objective_value === undefined ? ""
+      : ` title="objective value ${GS.esc(GS.num(p.objective_value, 2))}"`;
+    tr.innerHTML = `<td><a href="/ui/plan?id=${id}">#${id}</a>${badge}</td><td>${GS.fmtTime(p.created_at)}</td>
+      <td>${GS.esc(p.trigger)}</td><td>${GS.esc(p.status)}${pruned}</td><td${value}>${GS.esc(p.objective)}</td>
+      <td class="num">${GS.num(p.gap_pct, 2)}</td><td class="num">${GS.num(p.solve_s, 1)}</td>
+      ${withFleet ? fleetCells(p.fleet) : ""}`;
+    return tr;
+  }
+
+  async function loadHistory(reset) {
+    const q = new URLSearchParams({ limit: "20" });
+    if (!reset && cursor) q.set("cursor", cursor);
+    olderBtn.disabled = true;
+    try {
+      const page = await GS.busy("Loading the plan history", () => GS.api("GET", "/api/v1/plans?" + q));
+      if (reset) {
+        histBody.innerHTML = "";
+        withFleet = page.items.some((p) => p.fleet);
+        historyHeader();
+      }
+      page.items.forEach((p) => histBody.appendChild(historyRow(p)));
+      if (!histBody.children.length) {
+        histBody.innerHTML = `<tr><td colspan="${historyHeader()}" class="muted">No plans yet.</td></tr>`;
+      }
+      cursor = page.next_cursor;
+      olderBtn.hidden = !cursor;
+      markShown();
+    } catch (err) {
+      const cols = reset ? historyHeader() : document.querySelectorAll("#history-table thead th").length;
+      if (reset) histBody.innerHTML = "";
+      const msg = GS.esc(err.describe ? err.describe() : err);
+      histBody.appendChild(GS.el("tr", {}, `<td colspan="${cols}" class="error">${msg}</td>`));
+    } finally { olderBtn.disabled = false; }
+  }
+  olderBtn.addEventListener("click", () => loadHistory(false));
+
   const btn = $("replan-btn");
   if (btn) {
     btn.addEventListener("click", async () => {
       btn.disabled = true;
       try {
-        render(await GS.busy("Re-planning the fleet (solver running)", () => GS.api("POST", "/api/v1/plans", {})));
+        const plan = await GS.busy("Re-planning the fleet (solver running)", () => GS.api("POST", "/api/v1/plans", {}));
+        if (viewId !== null) { viewId = null; window.history.replaceState(null, "", "/ui/plan"); }
+        render(plan);
+        loadHistory(true);
       } catch (err) {
         $("plan-summary").textContent = err.describe ? err.describe() : String(err);
       } finally { btn.disabled = false; }
     });
   }
   load();
+  loadHistory(true);
 })();
