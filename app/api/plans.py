@@ -62,7 +62,9 @@ class RegionTotalOut(Schema):
     carbon_kg = fields.Float()
 
 
-class PlanOut(Schema):
+class PlanHeadOut(Schema):
+    """When and why a plan was made and how well it was solved (shared by one plan and the history's rows)."""
+
     id = fields.Integer()
     created_at = fields.DateTime(format="iso")
     horizon_start = fields.DateTime(format="iso")
@@ -79,6 +81,9 @@ class PlanOut(Schema):
     pruned_at = fields.DateTime(format="iso", allow_none=True, metadata={
         "description": "when the retention clean-up deleted this superseded plan's assignment rows that no run "
                        "executed and that are not their job's newest; the assignments listed can then be incomplete"})
+
+
+class PlanOut(PlanHeadOut):
     assignments = fields.List(fields.Nested(AssignmentOut))
     unplanned = fields.List(fields.Nested(UnplannedOut))
     region_totals = fields.List(fields.Nested(RegionTotalOut),
@@ -97,22 +102,8 @@ class FleetTotalsOut(Schema):
     currency = fields.String()
 
 
-class PlanSummaryOut(Schema):
-    id = fields.Integer()
-    created_at = fields.DateTime(format="iso")
-    horizon_start = fields.DateTime(format="iso")
-    horizon_end = fields.DateTime(format="iso")
-    slot_minutes = fields.Integer()
-    objective = fields.String()
-    solver = fields.String()
-    trigger = fields.String()
-    status = fields.String()
-    is_current = fields.Boolean()
-    objective_value = fields.Float(allow_none=True)
-    best_bound = fields.Float(allow_none=True)
-    gap_pct = fields.Float(allow_none=True)
+class PlanSummaryOut(PlanHeadOut):
     solve_s = fields.Float(allow_none=True, metadata={"description": "wall-clock time of the solve [s]"})
-    pruned_at = fields.DateTime(format="iso", allow_none=True)
     fleet = fields.Nested(FleetTotalsOut, allow_none=True, metadata={
         "description": "every tenant's work in the plan, against running it now; operator admins only (null else)"})
 
@@ -155,7 +146,7 @@ class PreviewOut(Schema):
 
 def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
     """The plan as the caller may see it."""
-    everyone = p.is_operator and p.role == "admin"
+    everyone = plan_history.sees_fleet(p)
     q = (
         select(Assignment, Job.name, Job.gpu_count)
         .join(Job, Job.id == Assignment.job_id)
@@ -187,13 +178,7 @@ def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
             .where(Assignment.plan_id == plan.id).group_by(Region.code).order_by(Region.code)
         )
     ]
-    return {
-        "id": plan.id, "created_at": plan.created_at, "horizon_start": plan.horizon_start,
-        "horizon_end": plan.horizon_end, "slot_minutes": plan.slot_minutes, "objective": plan.objective,
-        "solver": plan.solver, "trigger": plan.trigger, "status": plan.status.value,
-        "objective_value": plan.objective_value, "best_bound": plan.best_bound, "gap_pct": plan.gap_pct,
-        "is_current": plan.is_current, "pruned_at": plan.pruned_at, "assignments": assignments, "unplanned": unplanned, "region_totals": totals,
-    }
+    return {**plan_history.head(plan), "assignments": assignments, "unplanned": unplanned, "region_totals": totals}
 
 
 def current_plan(session: Session) -> Plan:

@@ -67,6 +67,17 @@ def _counted(session: Session, plans: list[Plan]) -> dict[int, tuple[int, int]]:
     return out
 
 
+def head(plan: Plan) -> dict[str, Any]:
+    """When and why the plan was made, how well it was solved, whether it is current or pruned."""
+    return {
+        "id": plan.id, "created_at": plan.created_at, "horizon_start": plan.horizon_start,
+        "horizon_end": plan.horizon_end, "slot_minutes": plan.slot_minutes, "objective": plan.objective,
+        "solver": plan.solver, "trigger": plan.trigger, "status": plan.status.value, "is_current": plan.is_current,
+        "objective_value": plan.objective_value, "best_bound": plan.best_bound, "gap_pct": plan.gap_pct,
+        "pruned_at": plan.pruned_at,
+    }
+
+
 def summary(plan: Plan, counts: tuple[int, int] | None, *, fleet: bool, currency: str) -> dict[str, Any]:
     """The plan's head: when, why, how well solved; fleet-wide totals only when ``fleet``."""
     stats = plan.stats or {}
@@ -81,13 +92,7 @@ def summary(plan: Plan, counts: tuple[int, int] | None, *, fleet: bool, currency
             "run_now_energy_kwh": run_now.get("energy_kwh"), "run_now_cost": run_now.get("cost"),
             "run_now_carbon_kg": run_now.get("carbon_kg"), "currency": stats.get("currency") or currency,
         }
-    return {
-        "id": plan.id, "created_at": plan.created_at, "horizon_start": plan.horizon_start,
-        "horizon_end": plan.horizon_end, "slot_minutes": plan.slot_minutes, "objective": plan.objective,
-        "solver": plan.solver, "trigger": plan.trigger, "status": plan.status.value, "is_current": plan.is_current,
-        "objective_value": plan.objective_value, "best_bound": plan.best_bound, "gap_pct": plan.gap_pct,
-        "solve_s": solve.get("wall_s"), "pruned_at": plan.pruned_at, "fleet": totals,
-    }
+    return {**head(plan), "solve_s": solve.get("wall_s"), "fleet": totals}
 
 
 def list_plans(
