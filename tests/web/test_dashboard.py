@@ -75,6 +75,12 @@ def test_submit_preview_confirm_plan_receipt_and_pdf_report(page, live_server, t
     assert page.locator("#receipt-basis").inner_text() == "planned"
     assert "Run now" in page.locator("#receipt-table").inner_text()
     assert "pending" in page.locator("#timeline").inner_text() and "planned" in page.locator("#timeline").inner_text()
+    # the plan that planned the job is one click away
+    plan_link = page.locator("#timeline a[href^='/ui/plan?id=']").last
+    plan_id = int(plan_link.get_attribute("href").rsplit("=", 1)[1])
+    plan_link.click()
+    page.wait_for_selector(f"#assign-table tr[data-job-id='{job_id}']")
+    assert page.locator("#plan-summary").inner_text().startswith(f"Plan #{plan_id}")
 
     page.goto(live_server.url + "/ui/reports")
     page.wait_for_selector("#report-summary")

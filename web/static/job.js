@@ -46,7 +46,9 @@
       <tr><th>CO2 kg (location)</th><td>${GS.num(r.actual.carbon_kg, 2)}</td><td>${GS.num(r.run_now.carbon_kg, 2)}</td><td>${GS.num(r.saving_carbon_kg, 2)}</td></tr>
       ${r.carbon_market_kg === null || r.carbon_market_kg === undefined ? "" : `<tr><th>CO2 kg (market)</th><td>${GS.num(r.carbon_market_kg, 2)}</td><td></td><td></td></tr>`}
       </tbody></table></div>`;
-    $("timeline").innerHTML = events.map((e) => `<li><b>${GS.esc(e.state)}</b> ${GS.fmtTime(e.at)} <span class="muted">${GS.esc(e.message)}</span></li>`).join("");
+    // "plan 12: ..." names the plan that moved the job: link it to that plan's page
+    const message = (m) => GS.esc(m).replace(/^plan (\d+)\b/, (all, id) => `<a href="/ui/plan?id=${id}">${all}</a>`);
+    $("timeline").innerHTML = events.map((e) => `<li><b>${GS.esc(e.state)}</b> ${GS.fmtTime(e.at)} <span class="muted">${message(e.message)}</span></li>`).join("");
     const terminal = ["succeeded", "failed", "cancelled", "lost", "unschedulable"];
     $("cancel-btn").hidden = terminal.includes(job.state);
     clearTimeout(timer);
