@@ -15,9 +15,19 @@ from app.services.auth import Principal
 FLEET_ACTIONS = ("region.put", "region.budget_override", "inventory.put", "hardware.put", "cluster.put")
 
 
-def last_fleet_change(session: Session) -> int:
-    """Id of the newest audited fleet change (0: none), which a plan records as the fleet it saw."""
-    return int(session.scalar(select(func.max(AuditEntry.id)).where(AuditEntry.action.in_(FLEET_ACTIONS))) or 0)
+def last_entry(session: Session) -> int:
+    """Id of the newest audit entry (0: none); a plan records it as the state of the fleet it read."""
+    return int(session.scalar(select(func.max(AuditEntry.id))) or 0)
+
+
+def fleet_changed_since(session: Session, entry_id: int) -> bool:
+    """True when an audited fleet change is newer than entry ``entry_id``.
+
+    A range scan of the primary key over the entries since then (a minute's or an hour's worth), whatever the size
+    of the log.
+    """
+    q = select(AuditEntry.id).where(AuditEntry.id > entry_id, AuditEntry.action.in_(FLEET_ACTIONS))
+    return session.scalar(q.limit(1)) is not None
 
 
 def record(

@@ -44,7 +44,7 @@ from app.models import (
     UnplannedJob,
 )
 from app.services import jobs as job_service
-from app.services.audit import last_fleet_change
+from app.services.audit import last_entry
 from app.services.capacity import held_intervals
 from app.services.fleet import FleetSnapshot, snapshot
 from optimizer import (
@@ -257,7 +257,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     trigger : str
         Why the plan runs (nightly, hourly, manual, failure...).
     """
-    fleet_seen = last_fleet_change(session)  # before the fleet is read: a later change re-plans (replan.fleet_changed)
+    audit_seen = last_entry(session)  # before the fleet is read: a fleet change after it re-plans (replan.fleet_changed)
     open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
     problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
                                jobs=[(str(j.id), _fields(j)) for j in open_jobs])
@@ -323,7 +323,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
         job.state_reason = message
     # the plan's head keeps its job counts after the retention clean-up deletes its rows (plan_history.prune)
     record.stats = {**stats, "currency": problem.currency, "jobs": {"assigned": n_assigned, "unplanned": n_unplanned},
-                    "fleet_change_seen": fleet_seen}
+                    "audit_seen": audit_seen}
     session.flush()
     return PlanRecord(record.id, status, plan.objective, plan.best_bound, plan.gap_pct, n_assigned, len(unplanned),
                       trigger)

@@ -31,20 +31,19 @@ def replan(session: Session, settings: Settings, trigger: str, *, now: datetime 
 def fleet_changed(session: Session) -> bool:
     """True when the fleet was changed through the API after the current plan read it.
 
-    Each plan records the newest audited fleet change it saw (``stats["fleet_change_seen"]``, read before the
-    problem is built); audit entries are written in the change's own transaction. Ids, not timestamps, so clocks
-    of the web and worker hosts need not agree. A plan stored before that record counts as having seen none.
+    Each plan records the newest audit entry there was before it read the fleet (``stats["audit_seen"]``); audit
+    entries are written in the change's own transaction. Ids, not timestamps, so clocks of the web and worker hosts
+    need not agree. A plan stored before that record counts as having seen none.
     """
     from sqlalchemy import select
 
     from app.models import Plan
-    from app.services.audit import last_fleet_change
+    from app.services.audit import fleet_changed_since
 
     current = session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
     if current is None:
         return False  # no plan yet: the first one sees the fleet as it is
-    seen = int((current.stats or {}).get("fleet_change_seen", 0))
-    return last_fleet_change(session) > seen
+    return fleet_changed_since(session, int((current.stats or {}).get("audit_seen", 0)))
 
 
 def new_work_waiting(session: Session) -> bool:

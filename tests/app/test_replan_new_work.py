@@ -49,3 +49,7 @@ def test_a_fleet_change_is_planned_around_by_the_minute_check(client, session, a
     assert second.n_assigned == 0 and second.n_unplanned == 2  # h100 only: nowhere left to run
     assert not replan.fleet_changed(session)
     assert replan.replan_new_work(session, settings, now=now + timedelta(minutes=2)) is None
+    # other audited actions (a submission) are not fleet changes
+    more = {"jobs": [job_payload(now, name="j9", release_at=(now + timedelta(hours=1)).isoformat())]}
+    assert client.post("/api/v1/jobs/batch", json=more, headers={"Authorization": f"Bearer {token}"}).status_code == 201
+    assert not replan.fleet_changed(session)
