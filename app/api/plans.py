@@ -226,14 +226,15 @@ def get_plan(plan_id: int) -> Any:
 @blp.route("", methods=["POST"])
 @blp.response(201, PlanOut)
 def replan() -> Any:
-    """Re-plan the fleet now (operator admin). Jobs that have not started may move."""
+    """Re-plan the fleet now (operator admin). Jobs that have not started may move. Answers with the new plan; one
+    that failed (``status: failed``) is not made current."""
     p = operator()
     session = extensions.db_session()
     settings = extensions.settings()
-    replan_service.replan(session, settings, "manual")
-    audit.record(session, p, "plan.replan", "plan", None, trigger="manual")
+    record = replan_service.replan(session, settings, "manual")
+    audit.record(session, p, "plan.replan", "plan", record.plan_id, trigger="manual")
     session.commit()
-    return plan_view(session, p, current_plan(session))
+    return plan_view(session, p, plan_history.get_plan(session, record.plan_id))  # the new plan, even a failed one
 
 
 @blp.route("/preview", methods=["POST"])

@@ -20,6 +20,7 @@ the reason in ``state_reason``, so the next plan retries them.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ FINAL_REASONS = {
     UnplannedReason.NO_ELIGIBLE_HARDWARE, UnplannedReason.POWER_BUDGET_TOO_LOW,
 }
 STATUS = {"optimal": PlanStatus.OPTIMAL, "feasible": PlanStatus.FEASIBLE, "empty": PlanStatus.EMPTY}
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +244,9 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
                trigger: str) -> PlanRecord:
     """Plan every open job, store the plan as the current one and update job states; no commit.
 
+    A plan that failed (no plan in time, a model the solver refused, or a plan that breaks a constraint) is stored
+    for the record but does not become current: dispatch goes on from the last good plan and job states stay.
+
     Parameters
     ----------
     session : Session
@@ -273,17 +278,23 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     if not report.ok:  # never store a plan that breaks a constraint
         status, stats["violations"] = PlanStatus.FAILED, list(report.violations[:20])
     still_open = _lock_still_open(session, [j.id for j in open_jobs])
-    session.execute(update(Plan).where(Plan.is_current.is_(True)).values(is_current=False))
+    failed = status is PlanStatus.FAILED
+    if failed:
+        # kept for the record, never current: dispatch goes on from the last good plan, and the minute check retries
+        why = list(report.violations[:20]) or list(plan.stats.notes)
+        log.warning("plan (%s) failed: status %s; %s", trigger, plan.status, "; ".join(why)[:2000])
+    else:
+        session.execute(update(Plan).where(Plan.is_current.is_(True)).values(is_current=False))
     record = Plan(horizon_start=problem.start, horizon_end=end, slot_minutes=problem.slot_minutes, objective=objective,
                   solver="gridshift", trigger=trigger, status=status, objective_value=plan.objective,
-                  best_bound=plan.best_bound, gap_pct=plan.gap_pct, is_current=True, stats=stats, created_at=now)
+                  best_bound=plan.best_bound, gap_pct=plan.gap_pct, is_current=not failed, stats=stats, created_at=now)
     session.add(record)
     session.flush()
     region_ids = dict(session.execute(select(Region.code, Region.id)).all())
     hw_ids = dict(session.execute(select(HardwareType.code, HardwareType.id)).all())
     by_id = {str(j.id): j for j in open_jobs}
     n_assigned = 0
-    if status is not PlanStatus.FAILED:
+    if not failed:
         for a in plan.assignments:
             if int(a.job_id) not in still_open:
                 continue  # cancelled (or otherwise settled) while the solver ran: leave it as it is now

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import func, select
 
 from app.enums import Role, RunState
 from app.models import Assignment, Job, Plan, Run, UnplannedJob
-from app.services import plan_history, replan
+from app.services import plan_history, planning, replan
 from tests.app.test_planning_service import add_series
 from tests.conftest import job_payload, make_token
 
@@ -146,3 +147,24 @@ def test_prune_deletes_only_rows_nothing_reads(client, session, app, history, no
     # a second clean-up finds nothing left to do
     assert plan_history.prune(session, settings, now=later)["plans"] == 0
     assert session.scalar(select(Job.state).where(Job.id == a1)).value == "planned"
+
+
+def test_a_failed_plan_is_kept_for_the_record_but_not_made_current(client, session, history, monkeypatch):
+    tokens, _ids, plans = history
+
+    broken = SimpleNamespace(ok=False, violations=["job 7: gpu capacity of de/h100 exceeded in slot 3"])
+    monkeypatch.setattr(planning, "check_plan", lambda problem, plan: broken)
+    states = dict(session.execute(select(Job.id, Job.state)).all())
+    rep = client.post("/api/v1/plans", json={}, headers=auth(tokens["ops"]))
+    assert rep.status_code == 201
+    failed = rep.json
+    assert failed["status"] == "failed" and failed["is_current"] is False and failed["assignments"] == []
+    session.expire_all()
+    assert session.get(Plan, failed["id"]).stats["violations"] == broken.violations
+    # dispatch goes on from the last good plan; no job moved
+    current = client.get("/api/v1/plans/current", headers=auth(tokens["ops"])).json
+    assert current["id"] == plans[2] and len(current["assignments"]) == 3
+    assert dict(session.execute(select(Job.id, Job.state)).all()) == states
+    items = client.get("/api/v1/plans?limit=2", headers=auth(tokens["ops"])).json["items"]
+    assert [(p["id"], p["status"], p["is_current"]) for p in items] == [
+        (failed["id"], "failed", False), (plans[2], current["status"], True)]
