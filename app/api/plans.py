@@ -81,6 +81,9 @@ class PlanHeadOut(Schema):
     pruned_at = fields.DateTime(format="iso", allow_none=True, metadata={
         "description": "when the retention clean-up deleted this superseded plan's assignment rows that no run "
                        "executed and that are not their job's newest; the assignments listed can then be incomplete"})
+    problems = fields.List(fields.String(), metadata={
+        "description": "why a failed plan failed (the constraints it broke, else the solver's notes); operator "
+                       "admins only, empty for everyone else and for every plan that did not fail"})
 
 
 class PlanOut(PlanHeadOut):
@@ -178,7 +181,7 @@ def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
             .where(Assignment.plan_id == plan.id).group_by(Region.code).order_by(Region.code)
         )
     ]
-    return {**plan_history.head(plan), "assignments": assignments, "unplanned": unplanned, "region_totals": totals}
+    return {**plan_history.head(plan, fleet=everyone), "assignments": assignments, "unplanned": unplanned, "region_totals": totals}
 
 
 def current_plan(session: Session) -> Plan:

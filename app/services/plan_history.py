@@ -22,6 +22,7 @@ from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session, aliased
 
 from app.config import Settings
+from app.enums import PlanStatus
 from app.errors import NotFound
 from app.models import Assignment, Plan, Run, UnplannedJob
 from app.services.auth import Principal
@@ -67,14 +68,23 @@ def _counted(session: Session, plans: list[Plan]) -> dict[int, tuple[int, int]]:
     return out
 
 
-def head(plan: Plan) -> dict[str, Any]:
-    """When and why the plan was made, how well it was solved, whether it is current or pruned."""
+def problems(plan: Plan) -> list[str]:
+    """Why a failed plan failed: the constraints it broke, else the solver's notes; nothing for any other plan."""
+    if plan.status is not PlanStatus.FAILED:
+        return []
+    stats = plan.stats or {}
+    return [str(x) for x in (stats.get("violations") or (stats.get("solve") or {}).get("notes") or [])]
+
+
+def head(plan: Plan, *, fleet: bool) -> dict[str, Any]:
+    """When and why the plan was made, how well it was solved, whether it is current or pruned; why it failed only
+    when ``fleet`` (the reasons name other tenants' jobs)."""
     return {
         "id": plan.id, "created_at": plan.created_at, "horizon_start": plan.horizon_start,
         "horizon_end": plan.horizon_end, "slot_minutes": plan.slot_minutes, "objective": plan.objective,
         "solver": plan.solver, "trigger": plan.trigger, "status": plan.status.value, "is_current": plan.is_current,
         "objective_value": plan.objective_value, "best_bound": plan.best_bound, "gap_pct": plan.gap_pct,
-        "pruned_at": plan.pruned_at,
+        "pruned_at": plan.pruned_at, "problems": problems(plan) if fleet else [],
     }
 
 
@@ -92,7 +102,7 @@ def summary(plan: Plan, counts: tuple[int, int] | None, *, fleet: bool, currency
             "run_now_energy_kwh": run_now.get("energy_kwh"), "run_now_cost": run_now.get("cost"),
             "run_now_carbon_kg": run_now.get("carbon_kg"), "currency": stats.get("currency") or currency,
         }
-    return {**head(plan), "solve_s": solve.get("wall_s"), "fleet": totals}
+    return {**head(plan, fleet=fleet), "solve_s": solve.get("wall_s"), "fleet": totals}
 
 
 def list_plans(

@@ -159,6 +159,9 @@ def test_a_failed_plan_is_kept_for_the_record_but_not_made_current(client, sessi
     assert rep.status_code == 201
     failed = rep.json
     assert failed["status"] == "failed" and failed["is_current"] is False and failed["assignments"] == []
+    assert failed["problems"] == broken.violations  # an operator admin sees why
+    mine = client.get(f"/api/v1/plans/{failed['id']}", headers=auth(tokens["a"])).json
+    assert mine["status"] == "failed" and mine["problems"] == []  # a tenant does not: it names others' jobs
     session.expire_all()
     assert session.get(Plan, failed["id"]).stats["violations"] == broken.violations
     # dispatch goes on from the last good plan; no job moved

@@ -58,9 +58,12 @@
       ? 'not the current plan (<a href="/ui/plan" id="current-link">show the current plan</a>)' : "the current plan";
     const pruned = plan.pruned_at
       ? ` · assignments pruned ${GS.fmtTime(plan.pruned_at)}: the chart may be incomplete` : "";
+    // why a failed plan failed (operator admins only; the reasons name every tenant's jobs)
+    const why = plan.problems && plan.problems.length
+      ? ` · <span class="error">${GS.esc(plan.problems.slice(0, 3).join("; "))}</span>` : "";
     shownId = Number(plan.id);
     markShown();
-    $("plan-summary").innerHTML = `Plan #${GS.esc(plan.id)} · ${which}${pruned}
+    $("plan-summary").innerHTML = `Plan #${GS.esc(plan.id)} · ${which}${pruned}${why}
       · ${GS.esc(plan.status)} · ${GS.esc(plan.solver)} · objective ${GS.esc(plan.objective)}
       · made ${GS.fmtTime(plan.created_at)} (${GS.esc(plan.trigger)})${plan.gap_pct === null ? "" : ` · gap ${GS.num(plan.gap_pct, 2)} %`}
       · horizon ${GS.fmtTime(plan.horizon_start)} – ${GS.fmtTime(plan.horizon_end)} · ${plan.assignments.length} assignment(s) shown`;
