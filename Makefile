@@ -8,7 +8,7 @@ DEMO_DATA := $(if $(wildcard $(SHARED_DATA)/harmonized/DE_hourly.csv.gz),--data 
 PYTEST_ARGS ?=
 
 .PHONY: venv run seed test test-db lint typecheck bench-api bench-plan bench-forecast bench-dispatch bench-faults \
-        bench-load bench-profile bench-web bench-replay bench-slurm-submit screenshots \
+        bench-load bench-profile bench-web bench-replay bench-slurm-submit bench-retention bench-bound screenshots \
         test-connectors bench-api-faults compose-check clean
 
 $(BIN)/.installed: pyproject.toml
@@ -50,6 +50,10 @@ bench-plan: venv
 bench-replay: venv
 	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --start 2022-01-01 --replay-days 365 \
 	  --jobs 200 --time-limit 3 --workers 1 --replay-workers $$(nproc) --forecast naive --json
+bench-retention: venv
+	$(BIN)/python bench/retention_bench.py --json
+bench-bound: venv
+	$(BIN)/python bench/plan_bound_probe.py --data $(SHARED_DATA)/harmonized --time-limit 20 --packing-time 60 --json
 bench-forecast: venv
 	$(BIN)/python bench/forecast_bench.py --workers 2 --json
 bench-dispatch: venv
