@@ -412,6 +412,13 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         if _score(tb, cand) <= best_score:
             best, best_score = cand, _score(tb, cand)
         t = lap("ruin_recreate_end", t)
+    if rins_child is None and np.isfinite(best_score) and left() > 1.0 + eval_s:
+        # time still left (beyond max_master_jobs the resumed ascent may not fit, and group moves wait for jobs left
+        # out): more single-job moves, which retry the jobs left out first
+        cand = improve(tb, best, nu=nu_ls, time_limit_s=left() - 0.5 - eval_s, seed=params.random_seed)
+        if _score(tb, cand) <= best_score:
+            best, best_score = cand, _score(tb, cand)
+        t = lap("improve_end", t)
     if rins_child is not None:
         limit += RINS_RESERVE_S
         if keep_mip(rins_child.result(timeout_s=max(0.0, left() - 0.3))):
