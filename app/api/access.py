@@ -16,6 +16,6 @@ def writer() -> Principal:
 
 def operator() -> Principal:
     p = principal()
-    if not (p.is_operator and p.role == "admin"):
+    if not p.is_fleet_admin:
         raise Forbidden("fleet administration needs an admin token of the operator tenant")
     return p

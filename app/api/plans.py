@@ -120,8 +120,8 @@ class PlanQuery(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    trigger = fields.String(validate=validate.Length(min=1, max=32),
-                            metadata={"description": "nightly, hourly, new-work, fleet-change, manual, dispatch-failure, run-failure"})
+    trigger = fields.String(validate=validate.Length(min=1, max=32), metadata={
+        "description": "nightly, hourly, new-work, fleet-change, manual, dispatch-failure, run-failure"})
     cursor = fields.String(validate=validate.Length(max=64))
     limit = fields.Integer(validate=validate.Range(min=1, max=200), load_default=50)
 
@@ -149,7 +149,7 @@ class PreviewOut(Schema):
 
 def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
     """The plan as the caller may see it."""
-    everyone = plan_history.sees_fleet(p)
+    everyone = p.is_fleet_admin
     q = (
         select(Assignment, Job.name, Job.gpu_count)
         .join(Job, Job.id == Assignment.job_id)
@@ -181,7 +181,8 @@ def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
             .where(Assignment.plan_id == plan.id).group_by(Region.code).order_by(Region.code)
         )
     ]
-    return {**plan_history.head(plan, fleet=everyone), "assignments": assignments, "unplanned": unplanned, "region_totals": totals}
+    return {**plan_history.head(plan, fleet=everyone), "assignments": assignments, "unplanned": unplanned,
+            "region_totals": totals}
 
 
 def current_plan(session: Session) -> Plan:

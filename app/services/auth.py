@@ -38,6 +38,11 @@ class Principal:
         return self.role in (Role.ADMIN, Role.MEMBER)
 
     @property
+    def is_fleet_admin(self) -> bool:
+        """An admin of the operator tenant: changes the fleet, re-plans, sees every tenant's work."""
+        return self.is_operator and self.role == Role.ADMIN
+
+    @property
     def actor(self) -> str:
         return f"{self.tenant_slug}/{self.token_name}"
 

@@ -32,11 +32,6 @@ from app.services.jobs import decode_cursor, encode_cursor
 PRUNE_BATCH = 200
 
 
-def sees_fleet(principal: Principal) -> bool:
-    """Fleet-wide figures (every tenant's work) are for admins of the operator tenant only."""
-    return principal.is_operator and principal.role.value == "admin"
-
-
 def get_plan(session: Session, plan_id: int) -> Plan:
     plan = session.get(Plan, plan_id)
     if plan is None:
@@ -118,7 +113,7 @@ def list_plans(
     plans = list(session.scalars(q.order_by(Plan.id.desc()).limit(limit + 1)))
     nxt = encode_cursor(plans[limit - 1].id, kind="p") if len(plans) > limit else None
     plans = plans[:limit]
-    fleet = sees_fleet(principal)
+    fleet = principal.is_fleet_admin  # fleet-wide figures name every tenant's work
     counts = _counted(session, plans) if fleet else {}
     return [summary(p, counts.get(p.id), fleet=fleet, currency=settings.reporting_currency) for p in plans], nxt
 

@@ -354,7 +354,7 @@ def monthly_report(
     A tenant sees only its own jobs. An operator admin sees every tenant ("all") or the one named by ``tenant``.
     """
     label, start, end = month_range(month, now)
-    fleet_wide = principal.is_operator and principal.role == "admin"
+    fleet_wide = principal.is_fleet_admin
     if tenant is not None and not fleet_wide and tenant != principal.tenant_slug:
         raise NotFound(f"tenant {tenant!r}")
     q = select(Job)
