@@ -336,7 +336,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     record.stats = {**stats, "currency": problem.currency, "jobs": {"assigned": n_assigned, "unplanned": n_unplanned},
                     "audit_seen": audit_seen}
     session.flush()
-    return PlanRecord(record.id, status, plan.objective, plan.best_bound, plan.gap_pct, n_assigned, len(unplanned),
+    return PlanRecord(record.id, status, plan.objective, plan.best_bound, plan.gap_pct, n_assigned, n_unplanned,
                       trigger)
 
 

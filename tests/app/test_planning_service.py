@@ -192,6 +192,7 @@ def test_job_cancelled_while_the_solver_runs_stays_cancelled(app, session, setti
 
     keep = add_job(session, now, name="keep", allowed_regions=["de"], allowed_hardware=["h100"])
     gone = add_job(session, now, name="gone", allowed_regions=["de"], allowed_hardware=["h100"])
+    too_big = add_job(session, now, name="too-big", gpu_count=64, allowed_regions=["de"], allowed_hardware=["h100"])
     real = planning.get_solver
 
     def solver_that_sees_a_cancel(name):  # type: ignore[no-untyped-def]
@@ -200,6 +201,7 @@ def test_job_cancelled_while_the_solver_runs_stays_cancelled(app, session, setti
         def run(problem, params):  # type: ignore[no-untyped-def]
             with app.extensions["gridshift"].sessions() as other:  # the user's request, in its own transaction
                 other.get(Job, gone.id).state = JobState.CANCELLED
+                other.get(Job, too_big.id).state = JobState.CANCELLED  # it would have been left out
                 other.commit()
             return solve(problem, params)
 
@@ -213,6 +215,8 @@ def test_job_cancelled_while_the_solver_runs_stays_cancelled(app, session, setti
     assert session.get(Job, keep.id).state is JobState.PLANNED
     planned = set(session.scalars(select(Assignment.job_id).where(Assignment.plan_id == record.plan_id)))
     assert planned == {keep.id} and record.n_assigned == 1
+    assert session.get(Job, too_big.id).state is JobState.CANCELLED
+    assert session.scalar(select(func.count()).select_from(UnplannedJob)) == 0 and record.n_unplanned == 0
 
 
 def _start_running(session, job: Job, plan_id: int) -> Assignment:
