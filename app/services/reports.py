@@ -7,7 +7,9 @@ Each job with a plan or a run gives one ledger entry:
   (computed by the status sync on facility energy) are used, and where the run did not record them they are the
   planned price and intensity per kWh applied to the facility energy. A chunked assignment (an interruptible job
   run as one run per chunk) is metered once its last chunk has: the sums over its chunk runs;
-* **planned** otherwise, from its assignment (the one its run executed, else the current plan's, else the newest).
+* **planned** otherwise, from its assignment: the one its run executed, else the current plan's, else (for a job
+  still open) the newest. A job cancelled, failed or found unschedulable without a metered run used nothing and
+  gives no entry, whatever plans it was once in.
 
 An entry belongs to the UTC month in which it starts (run start, else planned start). Savings compare an entry with
 the run-now counterfactual stored on its assignment (the same job started at release in its home region).
@@ -34,12 +36,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from app.db import utcnow
-from app.enums import RunState
+from app.enums import TERMINAL_JOB_STATES, JobState, RunState
 from app.errors import FieldError, NotFound, ValidationFailed
 from app.models import Assignment, EnergyContract, Job, Plan, Region, Run, Tenant
 from app.services.auth import Principal
 
 METERED, PLANNED = "metered", "planned"
+# Jobs that ended without running to completion: billed on what their runs metered, never on a plan.
+UNBILLED_UNLESS_METERED = frozenset({JobState.CANCELLED, JobState.FAILED, JobState.UNSCHEDULABLE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,13 +151,17 @@ def _rate(fx_rates: Mapping[str, float], currency: str, reporting: str) -> float
     return float(rate)
 
 
-def _pick_assignments(session: Session, job_ids: Sequence[int], runs: Mapping[int, Run]) -> dict[int, Assignment]:
-    """Per job: the assignment its run executed, else the current plan's, else the newest plan's.
+def _pick_assignments(session: Session, jobs: Sequence[Job], runs: Mapping[int, Run]) -> dict[int, Assignment]:
+    """Per job: the assignment its run executed, else the current plan's, else (open jobs only) the newest plan's.
 
-    Light id queries pick one assignment per job first; only the picked rows are loaded as objects.
+    A job that has ended keeps an older plan's placement only through a run that executed it: a cancelled job that
+    a later plan left out never ran there. Light id queries pick one assignment per job first; only the picked rows
+    are loaded as objects.
     """
-    if not job_ids:
+    if not jobs:
         return {}
+    job_ids = [j.id for j in jobs]
+    open_ids = {j.id for j in jobs if j.state not in TERMINAL_JOB_STATES}
     newest = dict(session.execute(
         select(Assignment.job_id, func.max(Assignment.id)).where(Assignment.job_id.in_(job_ids))
         .group_by(Assignment.job_id)
@@ -166,7 +174,11 @@ def _pick_assignments(session: Session, job_ids: Sequence[int], runs: Mapping[in
     chosen: dict[int, int] = {}
     for jid, newest_id in newest.items():
         run = runs.get(jid)
-        chosen[jid] = (run.assignment_id if run is not None and run.assignment_id else None) or current.get(jid) or newest_id
+        aid = (run.assignment_id if run is not None and run.assignment_id else None) or current.get(jid)
+        if aid is None and jid in open_ids:
+            aid = newest_id
+        if aid is not None:
+            chosen[jid] = aid
     rows = session.scalars(
         select(Assignment).where(Assignment.id.in_(list(chosen.values())))
         .options(selectinload(Assignment.region), selectinload(Assignment.hardware_type))
@@ -261,7 +273,7 @@ def build_entries(
     fx_rates = fx_rates or {}
     ids = [j.id for j in jobs]
     runs = _latest_runs(session, ids)
-    assignments = _pick_assignments(session, ids, runs)
+    assignments = _pick_assignments(session, jobs, runs)
     chunks = _chunk_totals(session, runs, assignments)
     contracts = _contracts(session)
     slugs = dict(session.execute(select(Tenant.id, Tenant.slug)).all())
@@ -281,6 +293,8 @@ def build_entries(
         if chunked is not None:  # a chunked run is metered once every chunk has its reading
             metered_kwh = chunked.energy_kwh
         metered = metered_kwh is not None
+        if not metered and job.state in UNBILLED_UNLESS_METERED:
+            continue  # it ended without using metered energy: nothing was used, whatever was planned
         if metered_kwh is not None and run is not None:
             energy = metered_kwh * (a.region.pue or 1.0)  # metered IT energy -> facility energy
             per_kwh_cost = a.cost / a.energy_kwh if a.energy_kwh else 0.0

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from app.enums import Role
-from app.models import EnergyContract, Region
+from app.enums import JobState, Role
+from app.models import EnergyContract, Job, Region
 from tests.app.test_reports_support import Planned, finish_run, make_plan, submit
 from tests.conftest import make_token
 
@@ -146,3 +146,27 @@ def test_receipt_follows_the_executed_then_current_then_newest_assignment(client
     assert get(fresh[0])["region"] == "de" and get(fresh[0])["basis"] == "metered"  # where it actually ran
     assert get(a[0])["region"] == "fi"  # the current plan beats the first one
     assert get(fresh[1])["region"] == "de" and get(fresh[1])["basis"] == "planned"  # only an older plan has it
+
+
+def test_cancelled_job_that_never_ran_is_not_billed(client, session, two_tenants, now):
+    tokens, a, _b = two_tenants
+    fresh = submit(session, "team-a", now, 1)[0]
+    make_plan(session, now, [
+        Planned(a[0], "de", "h100", now + timedelta(hours=2), 2, 100.0, 10.0, 40.0, 15.0, 50.0),
+        Planned(a[1], "fi", "a100", now + timedelta(hours=5), 4, 200.0, 12.0, 16.0, 30.0, 80.0),
+        Planned(fresh, "de", "h100", now + timedelta(hours=2), 2, 100.0, 10.0, 40.0, 15.0, 50.0),
+    ])
+    for jid in (a[0], fresh):
+        assert client.post(f"/api/v1/jobs/{jid}/cancel", headers=auth(tokens["a"])).status_code == 200
+    # The re-plan leaves a[0] out; fresh stays in the current plan though it is cancelled.
+    make_plan(session, now, [Planned(a[1], "fi", "a100", now + timedelta(hours=5), 4, 200.0, 12.0, 16.0, 30.0, 80.0),
+                             Planned(fresh, "de", "h100", now + timedelta(hours=2), 2, 100.0, 10.0, 40.0, 15.0, 50.0)])
+    for jid in (a[0], fresh):
+        session.get(Job, jid).state = JobState.CANCELLED  # make_plan marks its jobs planned
+    session.commit()
+    total = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["a"])).json["total"]
+    assert total["jobs"] == 1 and total["energy_kwh"] == pytest.approx(200.0)
+    assert total["cost"] == pytest.approx(12.0) and total["saving_cost"] == pytest.approx(18.0)
+    for jid in (a[0], fresh):
+        r = client.get(f"/api/v1/jobs/{jid}/receipt", headers=auth(tokens["a"])).json
+        assert r["state"] == "cancelled" and r["basis"] is None and r["actual"] == {} and r.get("saving_cost") is None
