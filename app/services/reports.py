@@ -21,7 +21,9 @@ stands in for the residual mix (an approximation: residual-mix factors are not i
 are given only for regions with a contract.
 
 Costs are converted to the tenant's reporting currency with ``fx_rates`` (units of reporting currency per unit of
-the entry's currency); a missing rate is an error naming the currency rather than a silently mixed sum.
+another currency): a plan's figures from the currency it was made in, a run's cost (priced by the status sync with
+its zone's own series) from its region's currency. A missing rate is an error naming the currency rather than a
+silently mixed sum.
 """
 
 from __future__ import annotations
@@ -300,12 +302,15 @@ def build_entries(
             per_kwh_cost = a.cost / a.energy_kwh if a.energy_kwh else 0.0
             per_kwh_carbon = a.carbon_kg / a.energy_kwh if a.energy_kwh else 0.0
             run_cost, run_carbon = (chunked.cost, chunked.carbon_kg) if chunked else (run.cost, run.carbon_kg)
-            cost = run_cost if run_cost is not None else energy * per_kwh_cost
+            # The status sync prices a run with its zone's own series, in the region's currency; the plan's rows
+            # are in the currency the plan was made in.
+            cost = (run_cost * _rate(fx_rates, a.region.currency, reporting) if run_cost is not None
+                    else energy * per_kwh_cost * rate)
             carbon = run_carbon if run_carbon is not None else energy * per_kwh_carbon
             start = (chunked.started_at if chunked else run.started_at) or run.submitted_at or a.start_at
             end = run.finished_at or a.end_at
         else:
-            energy, cost, carbon, start, end = a.energy_kwh, a.cost, a.carbon_kg, a.start_at, a.end_at
+            energy, cost, carbon, start, end = a.energy_kwh, a.cost * rate, a.carbon_kg, a.start_at, a.end_at
         market = _market_carbon_kg(contracts, job.tenant_id, a.region_id, start, energy, carbon)
         out.append(Entry(
             job_id=job.id, job_name=job.name, tenant=slugs.get(job.tenant_id, str(job.tenant_id)),
@@ -314,7 +319,7 @@ def build_entries(
             start_at=start, end_at=end, runtime_job_id=run.runtime_job_id if run else None,
             energy_source=run.energy_source if metered and run else None,
             planned_energy_kwh=a.energy_kwh, metered_energy_kwh=metered_kwh,
-            energy_kwh=energy, cost=cost * rate, currency=reporting, carbon_kg=carbon, carbon_market_kg=market,
+            energy_kwh=energy, cost=cost, currency=reporting, carbon_kg=carbon, carbon_market_kg=market,
             run_now_energy_kwh=a.run_now_energy_kwh,
             run_now_cost=None if a.run_now_cost is None else a.run_now_cost * rate,
             run_now_carbon_kg=a.run_now_carbon_kg,

@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
+from app import create_app
 from app.enums import JobState, Role
 from app.models import EnergyContract, Job, Region
+from app.services import fleet
 from tests.app.test_reports_support import Planned, finish_run, make_plan, submit
 from tests.conftest import make_token
 
@@ -170,3 +173,29 @@ def test_cancelled_job_that_never_ran_is_not_billed(client, session, two_tenants
     for jid in (a[0], fresh):
         r = client.get(f"/api/v1/jobs/{jid}/receipt", headers=auth(tokens["a"])).json
         assert r["state"] == "cancelled" and r["basis"] is None and r["actual"] == {} and r.get("saving_cost") is None
+
+
+def client_with(settings, **over):  # type: ignore[no-untyped-def]
+    """A client of an app whose settings differ from the fixture's by ``over`` (same database)."""
+    application = create_app(replace(settings, **over))
+    return application, application.test_client()
+
+
+def test_run_cost_in_the_regions_currency_is_converted(settings, session, two_tenants, now):
+    tokens, _a, _b = two_tenants
+    fleet.upsert_region(session, "uk", dict(name="London", zone="GB", power_budget_kw=300, pue=1.0, currency="GBP"))
+    session.commit()
+    job = submit(session, "team-a", now, 1)[0]
+    # The plan is in EUR (100 kWh at 0.10 GBP/kWh x 1.17); the status sync priced the run at 10 GBP.
+    make_plan(session, now, [Planned(job, "uk", "a100", now + timedelta(hours=2), 2, 100.0, 11.7, 30.0, 11.7, 30.0)])
+    finish_run(session, job, now + timedelta(hours=2), 2, 100.0, cost=10.0, carbon_kg=30.0)
+    application, client = client_with(settings, fx_rates={"GBP": 1.17})
+    try:
+        r = client.get(f"/api/v1/jobs/{job}/receipt", headers=auth(tokens["a"])).json
+        assert r["currency"] == "EUR" and r["actual"]["cost"] == pytest.approx(11.7)
+        assert r["saving_cost"] == pytest.approx(0.0)
+        rows = {x["region"]: x for x in client.get("/api/v1/reports/monthly?month=2030-01",
+                                                   headers=auth(tokens["a"])).json["rows"]}
+        assert rows["uk"]["cost"] == pytest.approx(11.7) and rows["uk"]["saving_cost"] == pytest.approx(0.0)
+    finally:
+        application.extensions["gridshift"].engine.dispose()
