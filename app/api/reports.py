@@ -86,7 +86,7 @@ class ReceiptOut(Schema):
 def _report(q: dict[str, Any]) -> reports.MonthlyReport:
     return reports.monthly_report(
         extensions.db_session(), principal(), q.get("month"), region=q.get("region"), tenant=q.get("tenant"),
-        fx_rates=extensions.settings().exchange_rates,
+        fx_rates=extensions.settings().exchange_rates, configured_currency=extensions.settings().reporting_currency,
     )
 
 
@@ -125,12 +125,14 @@ def monthly_pdf(q: dict[str, Any]) -> Response:
 @blp.response(200, ReceiptOut)
 def receipt(job_id: int) -> Any:
     """A job's energy, cost and CO2 (metered when its run finished, else planned) and its saving against run-now."""
-    job, entry, run = reports.receipt(extensions.db_session(), principal(), job_id,
-                                      fx_rates=extensions.settings().exchange_rates)
+    settings = extensions.settings()
+    job, entry, run, currency = reports.receipt(extensions.db_session(), principal(), job_id,
+                                                fx_rates=settings.exchange_rates,
+                                                configured_currency=settings.reporting_currency)
     body: dict[str, Any] = {
         "job_id": job.id, "job_name": job.name, "state": job.state.value, "gpu_count": job.gpu_count,
         "runtime_job_id": run.runtime_job_id if run else None, "run_state": run.state.value if run else None,
-        "basis": None, "currency": extensions.settings().reporting_currency, "actual": {}, "run_now": {},
+        "basis": None, "currency": currency, "actual": {}, "run_now": {},
     }
     if entry is not None:
         body.update(

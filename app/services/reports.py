@@ -20,10 +20,10 @@ region's consumption: ``E * (s * contract intensity + (1 - s) * location intensi
 stands in for the residual mix (an approximation: residual-mix factors are not in the data). Market-based figures
 are given only for regions with a contract.
 
-Costs are converted to the tenant's reporting currency with ``fx_rates`` (units of reporting currency per unit of
-another currency): a plan's figures from the currency it was made in, a run's cost (priced by the status sync with
-its zone's own series) from its region's currency. A missing rate is an error naming the currency rather than a
-silently mixed sum.
+Costs are converted to the tenant's reporting currency (its own, else ``GRIDSHIFT_REPORTING_CURRENCY``) with
+``fx_rates`` (units of the configured reporting currency per unit of another currency): a plan's figures from the
+currency it was made in, a run's cost (priced by the status sync with its zone's own series) from its region's
+currency. A missing rate is an error naming the currency rather than a silently mixed sum.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from app.models import Assignment, EnergyContract, Job, Plan, Region, Run, Tenan
 from app.services.auth import Principal
 
 METERED, PLANNED = "metered", "planned"
+TENANT_CURRENCY_DEFAULT = "EUR"  # tenants.reporting_currency of a tenant with no currency of its own
 # Jobs that ended without running to completion: billed on what their runs metered, never on a plan.
 UNBILLED_UNLESS_METERED = frozenset({JobState.CANCELLED, JobState.FAILED, JobState.UNSCHEDULABLE})
 
@@ -141,16 +142,37 @@ def month_range(month: str | None, now: datetime | None = None) -> tuple[str, da
     return f"{year:04d}-{mon:02d}", start, end
 
 
-def _rate(fx_rates: Mapping[str, float], currency: str, reporting: str) -> float:
-    if currency == reporting:
+def tenant_currency(tenant: Tenant | None, configured: str) -> str:
+    """The currency ``tenant`` reports in: its own, else the deployment's ``GRIDSHIFT_REPORTING_CURRENCY``.
+
+    ``tenants.reporting_currency`` holds the column's default (EUR) unless a currency was chosen for the tenant, so
+    the default stands for "none of its own".
+    """
+    own = tenant.reporting_currency if tenant is not None else None
+    return own if own and own != TENANT_CURRENCY_DEFAULT else configured
+
+
+def _rate(fx_rates: Mapping[str, float], currency: str, target: str, configured: str) -> float:
+    """Units of ``target`` per unit of ``currency``.
+
+    ``fx_rates`` gives units of the configured reporting currency per unit of another currency (``GBP=1.17``), so a
+    tenant reporting in a currency of its own goes through the configured one.
+    """
+    if currency == target:
         return 1.0
-    rate = fx_rates.get(currency)
-    if rate is None:
-        raise ValidationFailed(
-            f"no exchange rate from {currency} to the reporting currency {reporting}",
-            [FieldError("currency", f"configure a rate for {currency}->{reporting}")],
-        )
-    return float(rate)
+
+    def per_unit(cur: str) -> float:  # units of the configured currency per unit of ``cur``
+        if cur == configured:
+            return 1.0
+        rate = fx_rates.get(cur)
+        if rate is None:
+            raise ValidationFailed(
+                f"no exchange rate from {currency} to the reporting currency {target}",
+                [FieldError("currency", f"GRIDSHIFT_FX_RATES has no rate for {cur} ({cur}=<{configured} per {cur}>)")],
+            )
+        return float(rate)
+
+    return per_unit(currency) / per_unit(target)
 
 
 def _pick_assignments(session: Session, jobs: Sequence[Job], runs: Mapping[int, Run]) -> dict[int, Assignment]:
@@ -266,11 +288,12 @@ def _market_carbon_kg(
 
 def build_entries(
     session: Session, jobs: Sequence[Job], *, currency_of: Mapping[int, str],
-    fx_rates: Mapping[str, float] | None = None,
+    fx_rates: Mapping[str, float] | None = None, configured_currency: str = "EUR",
 ) -> list[Entry]:
     """Ledger entries of ``jobs`` (those with neither a plan nor a metered run are left out).
 
-    ``currency_of`` maps a tenant id to its reporting currency.
+    ``currency_of`` maps a tenant id to its reporting currency; ``fx_rates`` are units of ``configured_currency``
+    (``GRIDSHIFT_REPORTING_CURRENCY``) per unit of another currency.
     """
     fx_rates = fx_rates or {}
     ids = [j.id for j in jobs]
@@ -285,8 +308,8 @@ def build_entries(
         if a is None:
             continue
         run = runs.get(job.id)
-        reporting = currency_of.get(job.tenant_id, "EUR")
-        rate = _rate(fx_rates, a.currency, reporting)
+        reporting = currency_of.get(job.tenant_id, configured_currency)
+        rate = _rate(fx_rates, a.currency, reporting, configured_currency)
         metered_kwh = (
             float(run.energy_kwh) if run is not None and run.energy_kwh is not None and run.finished_at is not None
             else None
@@ -304,8 +327,10 @@ def build_entries(
             run_cost, run_carbon = (chunked.cost, chunked.carbon_kg) if chunked else (run.cost, run.carbon_kg)
             # The status sync prices a run with its zone's own series, in the region's currency; the plan's rows
             # are in the currency the plan was made in.
-            cost = (run_cost * _rate(fx_rates, a.region.currency, reporting) if run_cost is not None
-                    else energy * per_kwh_cost * rate)
+            if run_cost is not None:
+                cost = run_cost * _rate(fx_rates, a.region.currency, reporting, configured_currency)
+            else:
+                cost = energy * per_kwh_cost * rate
             carbon = run_carbon if run_carbon is not None else energy * per_kwh_carbon
             start = (chunked.started_at if chunked else run.started_at) or run.submitted_at or a.start_at
             end = run.finished_at or a.end_at
@@ -327,16 +352,21 @@ def build_entries(
     return out
 
 
-def receipt(session: Session, principal: Principal, job_id: int, *, fx_rates: Mapping[str, float] | None = None
-            ) -> tuple[Job, Entry | None, Run | None]:
-    """A job's receipt: its entry (None before it is planned) and its latest run; other tenants get 404."""
+def receipt(
+    session: Session, principal: Principal, job_id: int, *, fx_rates: Mapping[str, float] | None = None,
+    configured_currency: str = "EUR",
+) -> tuple[Job, Entry | None, Run | None, str]:
+    """A job's receipt: its entry (None before it is planned), its latest run and the tenant's reporting currency.
+
+    Other tenants get 404.
+    """
     job = session.get(Job, job_id) if 0 < job_id < 2**31 else None  # ids are 32-bit in the database
     if job is None or job.tenant_id != principal.tenant_id:
         raise NotFound(f"job {job_id}")
-    tenant = session.get(Tenant, job.tenant_id)
-    entries = build_entries(session, [job], currency_of={job.tenant_id: tenant.reporting_currency if tenant else "EUR"},
-                            fx_rates=fx_rates)
-    return job, (entries[0] if entries else None), _latest_runs(session, [job.id]).get(job.id)
+    currency = tenant_currency(session.get(Tenant, job.tenant_id), configured_currency)
+    entries = build_entries(session, [job], currency_of={job.tenant_id: currency}, fx_rates=fx_rates,
+                            configured_currency=configured_currency)
+    return job, (entries[0] if entries else None), _latest_runs(session, [job.id]).get(job.id), currency
 
 
 def _sum_row(month: str, tenant: str, region: str, currency: str, entries: Sequence[Entry],
@@ -366,6 +396,7 @@ def monthly_report(
     region: str | None = None,
     tenant: str | None = None,
     fx_rates: Mapping[str, float] | None = None,
+    configured_currency: str = "EUR",
     now: datetime | None = None,
 ) -> MonthlyReport:
     """Per tenant and region sums of the entries starting in ``month`` (YYYY-MM, UTC).
@@ -394,9 +425,10 @@ def monthly_report(
     jobs = list(session.scalars(q.where(Job.id.in_(in_month) | Job.id.in_(ran)).order_by(Job.id)))
     tenants = {t.id: t for t in session.scalars(select(Tenant))}
     own = tenants.get(principal.tenant_id)
-    currency = own.reporting_currency if own else "EUR"
+    currency = tenant_currency(own, configured_currency)
     # One report, one currency: every tenant's costs are converted to the reader's reporting currency.
-    entries = build_entries(session, jobs, currency_of=defaultdict(lambda: currency), fx_rates=fx_rates)
+    entries = build_entries(session, jobs, currency_of=dict.fromkeys(tenants, currency), fx_rates=fx_rates,
+                            configured_currency=configured_currency)
     entries = [e for e in entries if start <= e.start_at < end and (region is None or e.region == region)]
     if region is not None and session.scalar(select(Region.id).where(Region.code == region)) is None:
         known = ", ".join(session.scalars(select(Region.code).order_by(Region.code))) or "none"

@@ -6,10 +6,11 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import update
 
 from app import create_app
 from app.enums import JobState, Role
-from app.models import EnergyContract, Job, Region
+from app.models import Assignment, EnergyContract, Job, Region, Tenant
 from app.services import fleet
 from tests.app.test_reports_support import Planned, finish_run, make_plan, submit
 from tests.conftest import make_token
@@ -197,5 +198,50 @@ def test_run_cost_in_the_regions_currency_is_converted(settings, session, two_te
         rows = {x["region"]: x for x in client.get("/api/v1/reports/monthly?month=2030-01",
                                                    headers=auth(tokens["a"])).json["rows"]}
         assert rows["uk"]["cost"] == pytest.approx(11.7) and rows["uk"]["saving_cost"] == pytest.approx(0.0)
+    finally:
+        application.extensions["gridshift"].engine.dispose()
+
+
+def test_reports_in_the_configured_currency(settings, session, two_tenants, now):
+    tokens, a, _b = two_tenants
+    session.execute(update(Assignment).values(currency="USD"))  # plans are made in the configured currency
+    session.commit()
+    # Frankfurt is priced in EUR: the status sync's 10 EUR are 11 USD at GRIDSHIFT_FX_RATES=EUR=1.1.
+    finish_run(session, a[0], now + timedelta(hours=2), 2, 100.0, cost=10.0, carbon_kg=45.0)
+    fresh = submit(session, "team-a", now, 1)[0]
+    application, client = client_with(settings, reporting_currency="USD", fx_rates={"EUR": 1.1})
+    try:
+        rep = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["a"]))
+        assert rep.status_code == 200, rep.json
+        assert rep.json["currency"] == "USD" and rep.json["total"]["currency"] == "USD"
+        rows = {x["region"]: x for x in rep.json["rows"]}
+        assert rows["de"]["cost"] == pytest.approx(11.0) and rows["fi"]["cost"] == pytest.approx(12.0)
+        r = client.get(f"/api/v1/jobs/{a[0]}/receipt", headers=auth(tokens["a"])).json
+        assert r["currency"] == "USD" and r["actual"]["cost"] == pytest.approx(11.0)
+        assert r["saving_cost"] == pytest.approx(4.0)  # run-now 15 USD
+        r = client.get(f"/api/v1/jobs/{fresh}/receipt", headers=auth(tokens["a"])).json
+        assert r["basis"] is None and r["currency"] == "USD"  # not planned yet, labelled all the same
+        csv_line = client.get("/api/v1/reports/monthly.csv?month=2030-01", headers=auth(tokens["a"])).get_data(
+            as_text=True).splitlines()[-1]
+        assert csv_line.startswith("2030-01,team-a,all,USD,2,1,")
+    finally:
+        application.extensions["gridshift"].engine.dispose()
+
+
+def test_tenant_with_a_currency_of_its_own_converts_through_the_configured_one(settings, session, two_tenants):
+    tokens, _a, _b = two_tenants
+    session.execute(update(Tenant).where(Tenant.slug == "team-a").values(reporting_currency="GBP"))
+    session.commit()
+    application, client = client_with(settings, fx_rates={"GBP": 1.17})  # 1 GBP = 1.17 EUR
+    try:
+        total = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["a"])).json["total"]
+        assert total["currency"] == "GBP"
+        assert total["cost"] == pytest.approx(22.0 / 1.17) and total["run_now_cost"] == pytest.approx(45.0 / 1.17)
+    finally:
+        application.extensions["gridshift"].engine.dispose()
+    application, client = client_with(settings)  # no GBP rate: an error naming the currency, not a mixed sum
+    try:
+        resp = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["a"]))
+        assert resp.status_code == 422 and "GBP" in resp.json["errors"][0]["message"]
     finally:
         application.extensions["gridshift"].engine.dispose()
