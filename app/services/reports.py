@@ -3,15 +3,18 @@
 Each job with a plan or a run gives one ledger entry:
 
 * **metered** when its latest run finished with a metered energy reading (``runs.energy_kwh``, IT energy of the
-  GPUs): its facility energy is that times the region's PUE, like the planner's figures; the run's cost and carbon
-  (computed by the status sync on facility energy) are used, and where the run did not record them they are the
-  planned price and intensity per kWh applied to the facility energy. A chunked assignment (an interruptible job
-  run as one run per chunk) is metered once its last chunk has: the sums over its chunk runs;
+  GPUs), or when the job ended (cancelled, failed, unschedulable) after runs that were metered. Every finished run
+  with a reading counts, failed and cancelled attempts too, since they drew power: a chunk's run counts once per
+  chunk of its assignment (a redelivered chunk: its latest run). Each run's facility energy is its reading times its
+  region's PUE, like the planner's figures; the run's cost and carbon (computed by the status sync on facility
+  energy) are used, and where a run did not record them they are the planned price and intensity per kWh applied
+  to its facility energy. A chunked assignment (an interruptible job run as one run per chunk) is metered once its
+  last chunk has; before that, like a job whose retry has not finished, it is reported on its plan;
 * **planned** otherwise, from its assignment: the one its run executed, else the current plan's, else (for a job
   still open) the newest. A job cancelled, failed or found unschedulable without a metered run used nothing and
   gives no entry, whatever plans it was once in.
 
-An entry belongs to the UTC month in which it starts (run start, else planned start). Savings compare an entry with
+An entry belongs to the UTC month in which it starts (its first counted run's start, else planned start). Savings compare an entry with
 the run-now counterfactual stored on its assignment (the same job started at release in its home region).
 
 Carbon is reported two ways, following the GHG Protocol Scope 2 guidance (2015): **location-based** with the grid's
@@ -40,7 +43,7 @@ from sqlalchemy.orm import Session, selectinload
 from app.db import utcnow
 from app.enums import TERMINAL_JOB_STATES, JobState, RunState
 from app.errors import FieldError, NotFound, ValidationFailed
-from app.models import Assignment, EnergyContract, Job, Plan, Region, Run, Tenant
+from app.models import Assignment, Cluster, EnergyContract, Job, Plan, Region, Run, Tenant
 from app.services.auth import Principal
 
 METERED, PLANNED = "metered", "planned"
@@ -211,58 +214,43 @@ def _pick_assignments(session: Session, jobs: Sequence[Job], runs: Mapping[int, 
     return {jid: by_id[aid] for jid, aid in chosen.items() if aid in by_id}
 
 
+def _job_runs(session: Session, job_ids: Sequence[int]) -> dict[int, list[Run]]:
+    """Per job, its runs oldest first."""
+    out: dict[int, list[Run]] = defaultdict(list)
+    if job_ids:
+        for run in session.scalars(select(Run).where(Run.job_id.in_(job_ids)).order_by(Run.id)):
+            out[run.job_id].append(run)
+    return out
+
+
 def _latest_runs(session: Session, job_ids: Sequence[int]) -> dict[int, Run]:
-    if not job_ids:
-        return {}
-    out: dict[int, Run] = {}
-    for run in session.scalars(select(Run).where(Run.job_id.in_(job_ids)).order_by(Run.id)):
-        out[run.job_id] = run
-    return out
+    return {jid: runs[-1] for jid, runs in _job_runs(session, job_ids).items()}
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkTotals:
-    """What the runs of all chunks of a chunked assignment used together (None: not every chunk metered yet)."""
-
-    energy_kwh: float | None
-    cost: float | None
-    carbon_kg: float | None
-    started_at: datetime | None
-
-
-def _chunk_totals(
-    session: Session, runs: Mapping[int, Run], assignments: Mapping[int, Assignment]
-) -> dict[int, ChunkTotals]:
-    """Per job whose latest run is a chunk: the totals over its assignment's chunk runs.
-
-    The figures are summed only when every chunk run succeeded with a reading; before that the job is reported on
-    its plan (energy None), never on part of its work. One query for all the jobs.
-    """
-    chunked = {jid: a for jid, run in runs.items()
-               if run.chunk_index is not None and (a := assignments.get(jid)) is not None and run.assignment_id == a.id}
-    done: dict[int, dict[int, Run]] = {jid: {} for jid in chunked}
-    if chunked:
-        for r in session.scalars(
-            select(Run).where(Run.job_id.in_(list(chunked)), Run.chunk_index.is_not(None),
-                              Run.state == RunState.SUCCEEDED).order_by(Run.id)
-        ):
-            if r.assignment_id == chunked[r.job_id].id:
-                done[r.job_id][int(r.chunk_index or 0)] = r  # a redelivered chunk counts once (its latest run)
-    out: dict[int, ChunkTotals] = {}
-    for jid, a in chunked.items():
-        by_chunk, n = done[jid], len(a.chunks or ())
-        if n == 0 or sorted(by_chunk) != list(range(n)) or any(r.energy_kwh is None for r in by_chunk.values()):
-            out[jid] = ChunkTotals(None, None, None, None)
+def _counted_runs(runs: Sequence[Run]) -> list[Run]:
+    """The runs whose energy is billed: every finished run with a reading, a chunk's once (its latest run)."""
+    out: dict[tuple[str, int | None, int], Run] = {}
+    for r in runs:
+        if r.finished_at is None or r.energy_kwh is None:
             continue
-        parts = list(by_chunk.values())
-        costs, carbons = [r.cost for r in parts], [r.carbon_kg for r in parts]
-        out[jid] = ChunkTotals(
-            sum(float(r.energy_kwh or 0.0) for r in parts),
-            None if any(c is None for c in costs) else sum(float(c or 0.0) for c in costs),
-            None if any(c is None for c in carbons) else sum(float(c or 0.0) for c in carbons),
-            min((r.started_at for r in parts if r.started_at is not None), default=None),
-        )
-    return out
+        if r.chunk_index is not None and r.state == RunState.SUCCEEDED:
+            out[("chunk", r.assignment_id, int(r.chunk_index))] = r  # a redelivered chunk counts once
+        else:
+            out[("run", None, r.id)] = r
+    return list(out.values())
+
+
+def _work_done(runs: Sequence[Run], a: Assignment) -> bool:
+    """Whether the latest run finished the work with a reading: for a chunk, every chunk of its assignment did."""
+    latest = runs[-1]
+    if latest.finished_at is None or latest.energy_kwh is None:
+        return False
+    if latest.chunk_index is None or latest.assignment_id != a.id:
+        return True
+    by_chunk = {int(r.chunk_index or 0): r for r in runs
+                if r.assignment_id == a.id and r.chunk_index is not None and r.state == RunState.SUCCEEDED}
+    n = len(a.chunks or ())
+    return n > 0 and sorted(by_chunk) == list(range(n)) and all(r.energy_kwh is not None for r in by_chunk.values())
 
 
 def _contracts(session: Session) -> list[EnergyContract]:
@@ -297,11 +285,13 @@ def build_entries(
     """
     fx_rates = fx_rates or {}
     ids = [j.id for j in jobs]
-    runs = _latest_runs(session, ids)
+    all_runs = _job_runs(session, ids)
+    runs = {jid: rs[-1] for jid, rs in all_runs.items()}
     assignments = _pick_assignments(session, jobs, runs)
-    chunks = _chunk_totals(session, runs, assignments)
     contracts = _contracts(session)
     slugs = dict(session.execute(select(Tenant.id, Tenant.slug)).all())
+    regions = {r.id: r for r in session.scalars(select(Region))}
+    cluster_region = dict(session.execute(select(Cluster.id, Cluster.region_id)).all())
     out: list[Entry] = []
     for job in jobs:
         a = assignments.get(job.id)
@@ -310,30 +300,32 @@ def build_entries(
         run = runs.get(job.id)
         reporting = currency_of.get(job.tenant_id, configured_currency)
         rate = _rate(fx_rates, a.currency, reporting, configured_currency)
-        metered_kwh = (
-            float(run.energy_kwh) if run is not None and run.energy_kwh is not None and run.finished_at is not None
-            else None
-        )
-        chunked = chunks.get(job.id)
-        if chunked is not None:  # a chunked run is metered once every chunk has its reading
-            metered_kwh = chunked.energy_kwh
-        metered = metered_kwh is not None
+        job_runs = all_runs.get(job.id, [])
+        counted = _counted_runs(job_runs)
+        metered = bool(counted) and (_work_done(job_runs, a) or job.state in UNBILLED_UNLESS_METERED)
         if not metered and job.state in UNBILLED_UNLESS_METERED:
             continue  # it ended without using metered energy: nothing was used, whatever was planned
-        if metered_kwh is not None and run is not None:
-            energy = metered_kwh * (a.region.pue or 1.0)  # metered IT energy -> facility energy
+        metered_kwh: float | None = None
+        if metered:
             per_kwh_cost = a.cost / a.energy_kwh if a.energy_kwh else 0.0
             per_kwh_carbon = a.carbon_kg / a.energy_kwh if a.energy_kwh else 0.0
-            run_cost, run_carbon = (chunked.cost, chunked.carbon_kg) if chunked else (run.cost, run.carbon_kg)
-            # The status sync prices a run with its zone's own series, in the region's currency; the plan's rows
-            # are in the currency the plan was made in.
-            if run_cost is not None:
-                cost = run_cost * _rate(fx_rates, a.region.currency, reporting, configured_currency)
-            else:
-                cost = energy * per_kwh_cost * rate
-            carbon = run_carbon if run_carbon is not None else energy * per_kwh_carbon
-            start = (chunked.started_at if chunked else run.started_at) or run.submitted_at or a.start_at
-            end = run.finished_at or a.end_at
+            metered_kwh = energy = cost = carbon = 0.0
+            for r in counted:
+                # A run is in its cluster's region (a retry may run elsewhere than the plan row picked here).
+                region = regions.get(cluster_region.get(r.cluster_id or 0, -1)) or a.region
+                facility_kwh = float(r.energy_kwh or 0.0) * (region.pue or 1.0)  # metered IT -> facility energy
+                metered_kwh += float(r.energy_kwh or 0.0)
+                energy += facility_kwh
+                # The status sync prices a run with its zone's own series, in the region's currency; the plan's
+                # rows are in the currency the plan was made in.
+                if r.cost is not None:
+                    cost += r.cost * _rate(fx_rates, region.currency, reporting, configured_currency)
+                else:
+                    cost += facility_kwh * per_kwh_cost * rate
+                carbon += r.carbon_kg if r.carbon_kg is not None else facility_kwh * per_kwh_carbon
+            starts = [r.started_at for r in counted if r.started_at is not None]
+            start = min(starts) if starts else (counted[0].submitted_at or a.start_at)
+            end = max(r.finished_at or a.end_at for r in counted)
         else:
             energy, cost, carbon, start, end = a.energy_kwh, a.cost * rate, a.carbon_kg, a.start_at, a.end_at
         market = _market_carbon_kg(contracts, job.tenant_id, a.region_id, start, energy, carbon)
@@ -342,7 +334,7 @@ def build_entries(
             state=job.state.value, basis=METERED if metered else PLANNED,
             region=a.region.code, hardware=a.hardware_type.code, gpu_count=job.gpu_count,
             start_at=start, end_at=end, runtime_job_id=run.runtime_job_id if run else None,
-            energy_source=run.energy_source if metered and run else None,
+            energy_source=counted[-1].energy_source if metered else None,
             planned_energy_kwh=a.energy_kwh, metered_energy_kwh=metered_kwh,
             energy_kwh=energy, cost=cost, currency=reporting, carbon_kg=carbon, carbon_market_kg=market,
             run_now_energy_kwh=a.run_now_energy_kwh,

@@ -6,11 +6,11 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from app import create_app
-from app.enums import JobState, Role
-from app.models import Assignment, EnergyContract, Job, Region, Tenant
+from app.enums import JobState, Role, RunState
+from app.models import Assignment, EnergyContract, Job, Region, Run, Tenant
 from app.services import fleet
 from tests.app.test_reports_support import Planned, finish_run, make_plan, submit
 from tests.conftest import make_token
@@ -245,3 +245,59 @@ def test_tenant_with_a_currency_of_its_own_converts_through_the_configured_one(s
         assert resp.status_code == 422 and "GBP" in resp.json["errors"][0]["message"]
     finally:
         application.extensions["gridshift"].engine.dispose()
+
+
+def test_energy_of_failed_attempts_is_billed(client, session, two_tenants, now):
+    tokens, a, _b = two_tenants
+    aid = session.scalar(select(Assignment.id).where(Assignment.job_id == a[0]))
+    start = now + timedelta(hours=2)
+    # a[0]: the first attempt failed after metering 80 kWh, the retry succeeded with 100 kWh (Frankfurt, PUE 1.2).
+    session.add_all([
+        Run(job_id=a[0], assignment_id=aid, run_key="a0-1", attempt=1, state=RunState.FAILED, started_at=start,
+            finished_at=start + timedelta(hours=1), energy_kwh=80.0, energy_source="nvml", cost=8.0, carbon_kg=30.0),
+        Run(job_id=a[0], assignment_id=aid, run_key="a0-2", attempt=2, state=RunState.SUCCEEDED,
+            started_at=start + timedelta(hours=1), finished_at=start + timedelta(hours=3), energy_kwh=100.0,
+            energy_source="nvml", cost=10.0, carbon_kg=40.0),
+    ])
+    session.get(Job, a[0]).state = JobState.SUCCEEDED
+    session.commit()
+    r = client.get(f"/api/v1/jobs/{a[0]}/receipt", headers=auth(tokens["a"])).json
+    assert r["basis"] == "metered" and r["metered_energy_kwh"] == pytest.approx(180.0)
+    assert r["actual"] == pytest.approx({"energy_kwh": 216.0, "cost": 18.0, "carbon_kg": 70.0})
+    assert r["saving_cost"] == pytest.approx(-3.0)  # run-now 15 EUR: the failed attempt ate the saving
+    assert r["start_at"].startswith("2030-01-01T02:00")  # the first attempt's start
+    # a[1] was cancelled after its only attempt had run 30 kWh (Hamina, PUE 1.1): billed on what it used.
+    aid = session.scalar(select(Assignment.id).where(Assignment.job_id == a[1]))
+    session.add(Run(job_id=a[1], assignment_id=aid, run_key="a1-1", state=RunState.CANCELLED, started_at=start,
+                    finished_at=start + timedelta(hours=1), energy_kwh=30.0, energy_source="nvml", cost=None,
+                    carbon_kg=None))
+    session.get(Job, a[1]).state = JobState.CANCELLED
+    session.commit()
+    r = client.get(f"/api/v1/jobs/{a[1]}/receipt", headers=auth(tokens["a"])).json
+    assert r["basis"] == "metered" and r["actual"]["energy_kwh"] == pytest.approx(33.0)
+    assert r["actual"]["cost"] == pytest.approx(33.0 * 12.0 / 200.0)  # the planned price per kWh
+    total = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["a"])).json["total"]
+    assert total["jobs"] == 2 and total["metered_jobs"] == 2 and total["energy_kwh"] == pytest.approx(249.0)
+
+
+def test_chunked_job_is_metered_once_every_chunk_ran_and_each_chunk_counts_once(client, session, two_tenants, now):
+    tokens, a, _b = two_tenants
+    assignment = session.scalar(select(Assignment).where(Assignment.job_id == a[0]))
+    t = [now + timedelta(hours=h) for h in (2, 3, 4, 5)]
+    assignment.chunks = [[t[0].isoformat(), t[1].isoformat()], [t[2].isoformat(), t[3].isoformat()]]
+
+    def chunk_run(key: str, index: int, begin, kwh: float, state=RunState.SUCCEEDED) -> None:  # type: ignore[no-untyped-def]
+        session.add(Run(job_id=a[0], assignment_id=assignment.id, run_key=key, chunk_index=index, state=state,
+                        started_at=begin, finished_at=begin + timedelta(hours=1), energy_kwh=kwh,
+                        energy_source="nvml", cost=kwh / 10, carbon_kg=kwh / 2))
+        session.commit()
+
+    chunk_run("c0", 0, t[0], 40.0)
+    chunk_run("c0-again", 0, t[0], 40.0)  # a redelivered chunk: the same work, recorded twice
+    get = lambda: client.get(f"/api/v1/jobs/{a[0]}/receipt", headers=auth(tokens["a"])).json  # noqa: E731
+    assert get()["basis"] == "planned"  # half the work done: reported on its plan
+    chunk_run("c1-failed", 1, t[2], 10.0, RunState.FAILED)
+    chunk_run("c1", 1, t[2], 50.0)
+    r = get()
+    assert r["basis"] == "metered" and r["metered_energy_kwh"] == pytest.approx(100.0)  # 40 + 10 + 50
+    assert r["actual"]["cost"] == pytest.approx(10.0) and r["actual"]["energy_kwh"] == pytest.approx(120.0)
