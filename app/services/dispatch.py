@@ -39,10 +39,9 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.enums import TERMINAL_RUN_STATES, JobState, RunState
 from app.models import Assignment, Cluster, HardwareType, Run
-from app.services import jobs as job_service
 from app.services.dispatch_claim import _is_pg, hardware_of_run_key
 from app.services.dispatch_claim import tick as tick  # the tick is part of dispatch's API
-from app.services.dispatch_failures import requeue_after_failure
+from app.services.dispatch_failures import move_job, requeue_after_failure, reread_job
 from app.services.fleet import snapshot
 from app.services.overview import running_intervals
 from connectors.base import ClusterConnector, ConfigError, ConnectorError, JobSpec
@@ -159,7 +158,7 @@ def submit_run(
     if run is None or run.state != RunState.DISPATCHING or run.runtime_job_id:
         session.rollback()
         return SubmitOutcome(run_id, "skipped")
-    job = run.job
+    job = reread_job(session, run.job)
     if job.state == JobState.CANCELLED:
         return _finish_unsubmitted(session, run, RunState.CANCELLED, "job cancelled before submission", now)
     if run.cluster is None or not run.cluster.enabled:
@@ -215,12 +214,15 @@ def _mark_submitted(
             connector.cancel(runtime_id)
         session.commit()
         return SubmitOutcome(run_id, run.state.value, runtime_id, adopted)
-    job = run.job
+    # The job as committed now, locked on PostgreSQL until this commit: a cancel the API made during the
+    # runtime call must win over "submitted" (the stale read of the job before that call cannot tell).
+    job = reread_job(session, run.job, lock=True)
+    how = "found on the runtime (earlier attempt)" if adopted else "submitted"
     if job.state == JobState.CANCELLED:
         connector.cancel(runtime_id)  # cancelled through the API during the submit
-    elif job.state in (JobState.DISPATCHING, JobState.PLANNED, JobState.PENDING):
-        how = "found on the runtime (earlier attempt)" if adopted else "submitted"
-        job_service.set_state(session, job, JobState.SUBMITTED, f"run {run.run_key} {how} as {runtime_id}", at=now)
+    else:
+        move_job(session, job, JobState.SUBMITTED, f"run {run.run_key} {how} as {runtime_id}", at=now,
+                 only_from=(JobState.DISPATCHING, JobState.PLANNED, JobState.PENDING))  # fmt: skip
     session.commit()
     return SubmitOutcome(run_id, RunState.SUBMITTED.value, runtime_id, adopted)
 
@@ -240,8 +242,8 @@ def _finish_unsubmitted(
     session: Session, run: Run, state: RunState, reason: str, now: datetime, *, fail_job: bool = False
 ) -> SubmitOutcome:
     run.state, run.error, run.finished_at = state, reason, now
-    if fail_job and run.job.state not in (JobState.CANCELLED,):
-        job_service.set_state(session, run.job, JobState.FAILED, f"run {run.run_key}: {reason}", at=now)
+    if fail_job:
+        move_job(session, run.job, JobState.FAILED, f"run {run.run_key}: {reason}", at=now)
     session.commit()
     return SubmitOutcome(run.id, state.value)
 

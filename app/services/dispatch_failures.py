@@ -10,18 +10,59 @@ caller triggers a re-plan. After ``MAX_ATTEMPTS`` runs, or when nothing is left 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.enums import TERMINAL_JOB_STATES, JobState, RunState
-from app.models import Assignment, HardwareType, Region, Run
-from app.services import jobs as job_service
+from app.models import Assignment, HardwareType, Job, JobEvent, Region, Run
 from app.services.fleet import snapshot
 
 #: Runs a job gets before it fails for good [count].
 MAX_ATTEMPTS = 3
+
+
+def reread_job(session: Session, job: Job, *, lock: bool = False) -> Job:
+    """``job`` as committed now, not as this session first read it: the API may have cancelled it meanwhile.
+
+    With ``lock`` on PostgreSQL the row stays locked until the caller commits, so a cancel arriving now waits
+    for this decision and is applied after it instead of being overwritten by it.
+    """
+    pg = session.get_bind().dialect.name == "postgresql"
+    session.refresh(job, with_for_update=True if lock and pg else None)
+    return job
+
+
+def move_job(
+    session: Session, job: Job, state: JobState, message: str, *, at: datetime,
+    only_from: Iterable[JobState] | None = None,
+) -> bool:  # fmt: skip
+    """Set a job's state, with a job event, unless it is finished (or not in ``only_from``); no commit.
+
+    A conditional UPDATE: a state the API committed after ``job`` was read (a cancel) is never overwritten.
+
+    Returns
+    -------
+    bool
+        True when the job moved.
+    """
+    allowed = [s for s in (JobState if only_from is None else only_from) if s not in TERMINAL_JOB_STATES]
+    won = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.state.in_(allowed))
+        .values(state=state, state_reason=message or None)
+        .execution_options(synchronize_session=False)
+    )
+    if won.rowcount != 1:  # type: ignore[attr-defined]
+        session.expire(job, ["state", "state_reason"])
+        return False
+    set_committed_value(job, "state", state)
+    set_committed_value(job, "state_reason", message or None)
+    session.add(JobEvent(job_id=job.id, at=at, state=state.value, message=message))
+    return True
 
 
 def failed_placement(session: Session, run: Run) -> tuple[str | None, str | None]:
@@ -53,30 +94,28 @@ def requeue_after_failure(session: Session, run: Run, reason: str, *, now: datet
         return False  # cancelled (or finished) meanwhile: nothing to re-plan
     attempts = session.scalar(select(func.count()).select_from(Run).where(Run.job_id == job.id)) or 0
     if attempts >= MAX_ATTEMPTS:
-        job_service.set_state(
-            session, job, JobState.FAILED, f"run {run.run_key} {state.value}: {reason}; gave up after {attempts} runs",
-            at=now,
-        )  # fmt: skip
+        move_job(session, job, JobState.FAILED,
+                 f"run {run.run_key} {state.value}: {reason}; gave up after {attempts} runs", at=now)  # fmt: skip
         return False
     region, hardware = failed_placement(session, run)
-    excluded = _exclude(session, job, region, hardware)
-    if excluded is None:
-        job_service.set_state(
-            session, job, JobState.FAILED,
-            f"run {run.run_key} {state.value} on {region}/{hardware}: {reason}; no other region or hardware left",
-            at=now,
-        )  # fmt: skip
+    exclusion = _exclusion(session, job, region, hardware)
+    if exclusion is None:
+        move_job(session, job, JobState.FAILED,
+                 f"run {run.run_key} {state.value} on {region}/{hardware}: {reason}; no other region or hardware left",
+                 at=now)  # fmt: skip
         return False
-    job_service.set_state(
-        session, job, JobState.PENDING,
-        f"run {run.run_key} {state.value} on {region}/{hardware}: {reason}; re-planning without {excluded}",
-        at=now,
-    )  # fmt: skip
+    excluded, field, allowed = exclusion
+    if not move_job(session, job, JobState.PENDING,
+                    f"run {run.run_key} {state.value} on {region}/{hardware}: {reason}; re-planning without {excluded}",
+                    at=now):  # fmt: skip
+        return False  # cancelled through the API meanwhile: it stays cancelled
+    setattr(job, field, allowed)
     return True
 
 
-def _exclude(session: Session, job, region: str | None, hardware: str | None) -> str | None:  # type: ignore[no-untyped-def]
-    """Narrow the job's allowed regions (preferred) or hardware; the exclusion's description, or None."""
+def _exclusion(session: Session, job: Job, region: str | None,
+               hardware: str | None) -> tuple[str, str, list[str]] | None:  # fmt: skip
+    """What to leave out next time: (description, job field, its narrowed value), region preferred; or None."""
     fleet = snapshot(session)
     regions = list(job.allowed_regions or sorted(fleet.regions))
     hw_all = list(job.allowed_hardware or sorted(fleet.hardware))
@@ -88,10 +127,8 @@ def _exclude(session: Session, job, region: str | None, hardware: str | None) ->
 
     other_regions = [r for r in regions if r != region]
     if region is not None and other_regions and placeable(other_regions, hw_all):
-        job.allowed_regions = other_regions
-        return f"region {region}"
+        return f"region {region}", "allowed_regions", other_regions
     other_hw = [h for h in hw_all if h != hardware]
     if hardware is not None and other_hw and placeable(regions, other_hw):
-        job.allowed_hardware = other_hw
-        return f"hardware {hardware}"
+        return f"hardware {hardware}", "allowed_hardware", other_hw
     return None

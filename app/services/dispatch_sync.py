@@ -27,10 +27,9 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.enums import JobState, RunState, SeriesKind
 from app.models import Assignment, Cluster, Job, Region, Run
-from app.services import jobs as job_service
 from app.services import market
 from app.services.dispatch import connector_for
-from app.services.dispatch_failures import requeue_after_failure
+from app.services.dispatch_failures import move_job, requeue_after_failure, reread_job
 from app.services.overview import running_intervals
 from connectors.base import ClusterConnector, ConnectorError, RunStatus, RuntimeState
 
@@ -132,17 +131,14 @@ def _sync_one(
     try:
         connector = connectors.get(run.cluster.id) or connector_for(run.cluster, settings)
         connectors[run.cluster.id] = connector
-        if run.job.state == JobState.CANCELLED:
-            connector.cancel(run.runtime_job_id)
-            state = RuntimeState(run.runtime_job_id, RunStatus.CANCELLED, finished_at=now, message="cancelled")
-            try:
-                polled = connector.poll(run.runtime_job_id)
-                state = RuntimeState(run.runtime_job_id, RunStatus.CANCELLED, polled.started_at,
-                                     polled.finished_at or now, polled.exit_code, "cancelled through the API")  # fmt: skip
-            except ConnectorError:
-                pass
-        else:
-            state = connector.poll(run.runtime_job_id)
+        job = reread_job(session, run.job)
+        state = None if job.state == JobState.CANCELLED else connector.poll(run.runtime_job_id)
+        if state is not None:
+            # what the runtime said is applied to the job as committed now (locked on PostgreSQL until this
+            # commit): a cancel made during the poll must neither be re-planned nor paused for a next chunk
+            job = reread_job(session, job, lock=True)
+        if state is None or (job.state == JobState.CANCELLED and not state.status.terminal):
+            state = _cancel_on_runtime(connector, run.runtime_job_id, now)
     except ConnectorError as exc:
         if exc.retryable:
             session.rollback()
@@ -155,6 +151,17 @@ def _sync_one(
     return kind
 
 
+def _cancel_on_runtime(connector: ClusterConnector, runtime_job_id: str, now: datetime) -> RuntimeState:
+    """Cancel the runtime job of a job cancelled through the API; its state as the run will record it."""
+    connector.cancel(runtime_job_id)
+    try:
+        polled = connector.poll(runtime_job_id)
+    except ConnectorError:
+        return RuntimeState(runtime_job_id, RunStatus.CANCELLED, finished_at=now, message="cancelled")
+    return RuntimeState(runtime_job_id, RunStatus.CANCELLED, polled.started_at, polled.finished_at or now,
+                        polled.exit_code, "cancelled through the API")  # fmt: skip
+
+
 def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterConnector, now: datetime) -> str:
     job = run.job
     if state.status in (RunStatus.PENDING, RunStatus.UNKNOWN):
@@ -164,8 +171,8 @@ def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterCo
         if run.state == RunState.RUNNING:
             return "unchanged"
         run.state, run.started_at = RunState.RUNNING, state.started_at or now
-        if job.state in (JobState.SUBMITTED, JobState.DISPATCHING, JobState.PLANNED, JobState.PENDING):
-            job_service.set_state(session, job, JobState.RUNNING, f"run {run.run_key} started", at=run.started_at)
+        move_job(session, job, JobState.RUNNING, f"run {run.run_key} started", at=run.started_at,
+                 only_from=(JobState.SUBMITTED, JobState.DISPATCHING, JobState.PLANNED, JobState.PENDING))  # fmt: skip
         return "started"
     # Close the run with a conditional UPDATE: on SQLite (no row lock) an overlapping sync that polled the same
     # run waits for this write and then finds nothing to close, so a run is finished (or re-queued) once.
@@ -184,22 +191,19 @@ def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterCo
     _record_energy(session, run, connector)
     if state.status == RunStatus.SUCCEEDED:
         run.state = RunState.SUCCEEDED
-        if job.state != JobState.CANCELLED:
-            following = _next_chunk(session, run)
-            if following is not None:
-                job.resume_at = following
-                job_service.set_state(session, job, JobState.PAUSED,
-                                      f"run {run.run_key} (chunk {int(run.chunk_index or 0) + 1}) done; {_figures(run)}; "
-                                      f"next chunk at {following.isoformat()}", at=run.finished_at)  # fmt: skip
-            else:
-                job_service.set_state(session, job, JobState.SUCCEEDED,
-                                      f"run {run.run_key} succeeded; {_figures(run)}", at=run.finished_at)  # fmt: skip
+        following = _next_chunk(session, run)
+        if following is None:
+            move_job(session, job, JobState.SUCCEEDED, f"run {run.run_key} succeeded; {_figures(run)}",
+                     at=run.finished_at)  # fmt: skip
+        elif move_job(session, job, JobState.PAUSED,
+                      f"run {run.run_key} (chunk {int(run.chunk_index or 0) + 1}) done; {_figures(run)}; "
+                      f"next chunk at {following.isoformat()}", at=run.finished_at):  # fmt: skip
+            job.resume_at = following
         return "succeeded"
     if state.status == RunStatus.CANCELLED:
         run.state, run.error = RunState.CANCELLED, state.message or "cancelled"
-        if job.state != JobState.CANCELLED:
-            job_service.set_state(session, job, JobState.CANCELLED,
-                                  f"run {run.run_key} cancelled on the runtime: {state.message}", at=run.finished_at)  # fmt: skip
+        move_job(session, job, JobState.CANCELLED, f"run {run.run_key} cancelled on the runtime: {state.message}",
+                 at=run.finished_at)  # fmt: skip
         return "cancelled"
     reason = state.message or f"exit code {state.exit_code}"
     return "replan" if requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED) else "failed"

@@ -10,7 +10,8 @@ from app.enums import JobState, RunState
 from app.models import Job, Run
 from app.services import auth, dispatch, dispatch_sync
 from app.services.dispatch_failures import MAX_ATTEMPTS
-from connectors.base import ConnectorError
+from connectors.base import ConnectorError, RunStatus, RuntimeState
+from connectors.local import LocalConnector
 from connectors.registry import get_connector
 from tests.app.test_dispatch_support import (
     add_job,
@@ -22,6 +23,7 @@ from tests.app.test_dispatch_support import (
     wait_for,
     write_plan,
 )
+from tests.conftest import make_token
 
 W = "test-worker"
 
@@ -170,6 +172,64 @@ def test_job_cancelled_through_api_is_cancelled_on_runtime(session, settings, te
     connector = get_connector("local", run.cluster.config)
     wait_for(lambda: connector.poll(run.runtime_job_id).status.value == "cancelled")
     assert run.state == RunState.CANCELLED
+
+
+def _cancel_through_api(client, session, job_id: int) -> None:  # type: ignore[no-untyped-def]
+    token = make_token(session, "team-a")
+    resp = client.post(f"/api/v1/jobs/{job_id}/cancel", headers={"Authorization": f"Bearer {token}"})
+    assert resp.status_code == 200, resp.json
+
+
+def test_cancel_made_while_the_submit_is_in_flight_wins(client, session, settings, tenant_id, clusters, monkeypatch):
+    job = add_job(session, tenant_id, command="sleep 60")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    session.expire_all()  # the submit reads the job (still dispatching) before its runtime call
+    real_submit = LocalConnector.submit
+
+    def submit_while_user_cancels(self, spec):  # type: ignore[no-untyped-def]
+        _cancel_through_api(client, make_session(), job.id)
+        return real_submit(self, spec)
+
+    make_session = client.application.extensions["gridshift"].sessions
+    monkeypatch.setattr(LocalConnector, "submit", submit_while_user_cancels)
+    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
+    monkeypatch.undo()
+    session.expire_all()
+    assert session.get(Job, job.id).state == JobState.CANCELLED
+    assert job_states(session, job.id)[-1] == "cancelled"
+    run = session.get(Run, run_id)
+    connector = get_connector("local", run.cluster.config)
+    wait_for(lambda: connector.poll(run.runtime_job_id).status is RunStatus.CANCELLED)  # it does not run on
+    dispatch_sync.sync(session, settings, now=utcnow())
+    session.expire_all()
+    assert session.get(Run, run_id).state == RunState.CANCELLED
+    assert session.get(Job, job.id).state == JobState.CANCELLED
+
+
+def test_cancel_made_while_a_failed_run_is_polled_is_not_replanned(client, session, settings, tenant_id, clusters,
+                                                                    monkeypatch):  # fmt: skip
+    job = add_job(session, tenant_id, command="sleep 60")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    session.expire_all()
+    session.get(Job, job.id)  # the sync has the job in hand before it polls
+    make_session = client.application.extensions["gridshift"].sessions
+
+    def poll_while_user_cancels(self, runtime_job_id):  # type: ignore[no-untyped-def]
+        _cancel_through_api(client, make_session(), job.id)
+        self.cancel(runtime_job_id)
+        return RuntimeState(runtime_job_id, RunStatus.FAILED, utcnow(), utcnow(), 1, "exit code 1")
+
+    monkeypatch.setattr(LocalConnector, "poll", poll_while_user_cancels)
+    result = dispatch_sync.sync(session, settings, now=utcnow())
+    assert not result.replan
+    session.expire_all()
+    job = session.get(Job, job.id)
+    assert job.state == JobState.CANCELLED and job.allowed_regions is None
+    assert session.get(Run, run_id).state == RunState.FAILED
+    assert dispatch.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
 
 
 def test_failed_run_sends_job_back_to_planning_without_its_region(session, settings, tenant_id, clusters):

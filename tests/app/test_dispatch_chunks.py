@@ -132,3 +132,34 @@ def test_a_paused_job_with_no_chunk_to_continue_goes_back_to_planning(session, s
     job = session.get(Job, job.id)
     assert job.state == JobState.PENDING and job.resume_at is None
     assert job.state_reason == "paused without a chunk to continue"
+
+
+def test_a_chunk_cancelled_while_it_is_polled_is_not_paused_for_the_next(client, session, settings, small_fleet,
+                                                                        tmp_path, monkeypatch):  # fmt: skip
+    from connectors.local import LocalConnector
+
+    token = make_token(session, "team-a")
+    tenant_id = auth.get_tenant(session, "team-a").id
+    add_local_clusters(session, tmp_path)
+    job = add_job(session, tenant_id, interruptible=True, command="true")
+    t0 = utcnow()
+    _chunked_plan(session, job, [(t0 - timedelta(minutes=30), t0 + timedelta(seconds=1)),
+                                 (t0 + timedelta(seconds=2), t0 + timedelta(hours=1))])
+    (first,) = dispatch.tick(session, settings, now=t0, worker=W).claimed
+    dispatch.submit_run(session, settings, first, now=utcnow(), worker=W)
+    real_poll = LocalConnector.poll
+
+    def poll_while_user_cancels(self, runtime_job_id):  # type: ignore[no-untyped-def]
+        state = wait_for(lambda: (s := real_poll(self, runtime_job_id)).status.terminal and s)  # chunk 1 is done
+        resp = client.post(f"/api/v1/jobs/{job.id}/cancel", headers={"Authorization": f"Bearer {token}"})
+        assert resp.status_code == 200, resp.json
+        return state
+
+    monkeypatch.setattr(LocalConnector, "poll", poll_while_user_cancels)
+    assert first in dispatch_sync.sync(session, settings, now=utcnow()).succeeded
+    monkeypatch.undo()
+    session.expire_all()
+    job = session.get(Job, job.id)
+    assert job.state == JobState.CANCELLED and job.resume_at is None
+    assert dispatch.tick(session, settings, now=utcnow() + timedelta(minutes=5), worker=W).to_submit == ()
+    assert [r.chunk_index for r in session.scalars(select(Run).where(Run.job_id == job.id))] == [0]
