@@ -104,8 +104,12 @@ class _Master:
             added += 1
         return added
 
-    def solve(self, time_limit_s: float) -> bool:
+    def solve(self, time_limit_s: float, *, bounds_changed: bool = False) -> bool:
         """Re-solve (from the last optimal basis when there is one); True when optimal.
+
+        After new columns the primal simplex goes on from the last basis (still primal feasible); after raised
+        variable bounds (``bounds_changed``, the dive of ``optimizer.dive``) that basis is only dual feasible,
+        and the dual simplex goes on from it.
 
         Works on MathOpt's protos (the parsed Python result maps every variable and costs more than the
         simplex iterations of a round).
@@ -128,7 +132,9 @@ class _Master:
         params = mathopt.SolveParameters(
             time_limit=timedelta(seconds=max(0.05, time_limit_s)),
             presolve=mathopt.Emphasis.OFF,
-            lp_algorithm=mathopt.LPAlgorithm.PRIMAL_SIMPLEX if warm else mathopt.LPAlgorithm.DUAL_SIMPLEX,
+            lp_algorithm=mathopt.LPAlgorithm.PRIMAL_SIMPLEX
+            if warm and not bounds_changed
+            else mathopt.LPAlgorithm.DUAL_SIMPLEX,
         ).to_proto()
         model_params = model_parameters_pb2.ModelSolveParametersProto()
         model_params.reduced_costs_filter.filter_by_ids = True  # not read: keep them out of the result
@@ -161,6 +167,23 @@ class _Master:
 
     def value(self) -> float:
         return self.value_
+
+    def price_in(self, found: list, pi: np.ndarray, is_rep: np.ndarray, per_class: int) -> int:
+        """Add the options of ``found`` (``bound.evaluate``'s collection at this master's duals) that price in.
+
+        An option prices in when its priced value is below its class's convexity dual ``pi``; up to
+        ``per_class`` (region, hardware) pairs per class, cheapest first. Returns how many columns were new.
+        """
+        rows, r, h, s1, l1, s2, l2, val = (np.concatenate(x) for x in zip(*found, strict=True))
+        c = self.cls[rows]
+        keep = is_rep[rows] & np.isfinite(val) & (val < pi[c] - 1e-9 * np.maximum(1.0, np.abs(pi[c])))
+        idx = np.flatnonzero(keep)
+        idx = idx[np.lexsort((val[idx], c[idx]))]
+        rank = np.arange(len(idx)) - np.searchsorted(c[idx], c[idx], side="left")
+        idx = idx[rank < per_class]
+        if len(idx) == 0:
+            return 0
+        return self.add_options(Choice(r, h, s1, l1, s2, l2), idx, rows)
 
     def primal(self) -> np.ndarray:
         """Columns with a positive LP value: rows ``(class, r, h, s1, l1, s2, l2)`` and their values."""
@@ -201,6 +224,7 @@ def column_generation(
     max_rounds: int = 50,
     per_class: int = 4,
     rel_tol: float = 3e-5,
+    keep_master: bool = False,
 ) -> tuple[float, Multipliers, dict]:
     """Lower bound and capacity prices from the LP of the aggregated model.
 
@@ -220,6 +244,9 @@ def column_generation(
         Most columns added per class and round.
     rel_tol : float
         Stop once the restricted LP value is within this fraction of the best bound.
+    keep_master : bool
+        Return the restricted master LP itself as ``info["master"]`` (the dive of ``optimizer.dive`` goes on from
+        its last basis).
 
     Returns
     -------
@@ -259,19 +286,11 @@ def column_generation(
         if lp_value - best <= rel_tol * max(1.0, abs(lp_value)):
             info["converged"] = True
             break
-        # an option prices in when its priced value is below its class's convexity dual;
-        # up to ``per_class`` (region, hardware) pairs per class and round
-        rows, r, h, s1, l1, s2, l2, val = (np.concatenate(x) for x in zip(*found, strict=True))
-        c = cls[rows]
-        keep = is_rep[rows] & np.isfinite(val) & (val < pi[c] - 1e-9 * np.maximum(1.0, np.abs(pi[c])))
-        idx = np.flatnonzero(keep)
-        idx = idx[np.lexsort((val[idx], c[idx]))]
-        rank = np.arange(len(idx)) - np.searchsorted(c[idx], c[idx], side="left")
-        idx = idx[rank < per_class]
-        cand = Choice(r, h, s1, l1, s2, l2)
-        if len(idx) == 0 or master.add_options(cand, idx, rows) == 0:
+        if master.price_in(found, pi, is_rep, per_class) == 0:
             info["converged"] = True
             break
     info["columns"] = len(master.columns)
     info["columns_table"] = np.array(sorted(master.columns), dtype=np.int64).reshape(-1, 7)
+    if keep_master:
+        info["master"] = master
     return float(best), best_m, info

@@ -1,0 +1,92 @@
+"""The dive on the column-generation LP (``optimizer.dive``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optimizer import SolveParams, check_plan, solve
+from tests.optimizer.conftest import brute_force, job, problem, region, tiny_random
+
+
+def _master(tb):
+    from optimizer.cpsat import build_classes
+    from optimizer.heuristic import greedy_order, place
+    from optimizer.lp import column_generation
+
+    cls, rep, counts = build_classes(tb)
+    _, _, info = column_generation(tb, cls, rep, counts, [place(tb, greedy_order(tb))], time_limit_s=10.0,
+                                   keep_master=True)
+    assert info["converged"]
+    return rep, counts, info["master"]
+
+
+def _fits(tb, ch) -> bool:
+    from optimizer.bound import usage
+
+    gpu, kw = usage(tb, ch)
+    return bool((gpu <= tb.cap).all() and (kw <= tb.kw_cap + 1e-9).all())
+
+
+def _medium(seed: int):
+    """30 jobs of 1-4 GPUs in three 16-slot regions whose power budget allows 5 of their 8 GPUs at once (about
+    half their GPU-slots are asked for, more in the cheap hours)."""
+    rng = np.random.default_rng(seed)
+    regions = [region(n, rng.integers(5, 100, 16), gpus=8, budget_kw=3.6) for n in ("A", "B", "C")]
+    jobs = [
+        job(f"j{i}", gpus=int(rng.choice([1, 2, 4])), dur=int(rng.integers(1, 6)), n_slots=16,
+            interruptible=bool(i % 5 == 0), min_chunk_slots=1, checkpoint_overhead_slots=1)
+        for i in range(30)
+    ]
+    return problem(regions, jobs)
+
+
+def test_the_dive_plan_fits_every_capacity_and_places_every_job():
+    from optimizer.dive import lp_dive
+    from optimizer.heuristic import penalised_objective
+    from optimizer.tables import build_tables
+
+    rng = np.random.default_rng(11)
+    for _ in range(8):
+        pb = tiny_random(rng)
+        tb = build_tables(pb)
+        rep, counts, master = _master(tb)
+        got = lp_dive(tb, master, rep, counts, time_limit_s=5.0)
+        assert _fits(tb, got) and not (got.r < 0).any()
+        assert penalised_objective(tb, got) >= brute_force(pb) - 1e-9  # no plan beats the optimum
+    for seed in (1, 2):
+        tb = build_tables(_medium(seed))
+        rep, counts, master = _master(tb)
+        got = lp_dive(tb, master, rep, counts, time_limit_s=5.0)
+        # here an early fixing can leave a job no room (the planner then keeps another start): never a plan that
+        # breaks a capacity
+        assert _fits(tb, got)
+        runs = got.l2[got.r >= 0] > 0
+        # a two-chunk run keeps one slot or more between its chunks (the LP may hold overlapping ones)
+        assert (got.s2[got.r >= 0][runs] >= (got.s1 + got.l1)[got.r >= 0][runs] + 1).all()
+
+
+def test_a_dive_out_of_time_still_returns_a_whole_plan():
+    from optimizer.dive import lp_dive
+    from optimizer.tables import build_tables
+
+    rng = np.random.default_rng(5)
+    regions = [region(n, rng.integers(5, 100, 16), gpus=8) for n in ("A", "B")]
+    pb = problem(regions, [job(f"j{i}", gpus=int(rng.choice([1, 2, 4])), dur=3, n_slots=16) for i in range(20)])
+    tb = build_tables(pb)
+    rep, counts, master = _master(tb)
+    got = lp_dive(tb, master, rep, counts, time_limit_s=0.0)  # no step: the LP's mass, then the duals' scan
+    assert _fits(tb, got) and not (got.r < 0).any()
+
+
+def test_solve_dives_on_both_workers_or_on_one_and_keeps_a_checked_plan():
+    pb = _medium(4)
+    two = solve(pb, SolveParams(time_limit_s=3.0, num_workers=2, random_seed=3, max_cpsat_jobs=0))
+    assert check_plan(pb, two).ok and not two.unplanned
+    notes = two.stats.notes
+    assert any(n.startswith("lp dive 0 objective=") for n in notes)
+    assert any(n.startswith("lp dive 1 objective=") for n in notes)  # the second worker's, with more per step
+    one = solve(pb, SolveParams(time_limit_s=3.0, num_workers=1, random_seed=3, max_cpsat_jobs=0))
+    assert check_plan(pb, one).ok and not one.unplanned
+    assert [n for n in one.stats.notes if n.startswith("lp dive")] == [
+        next(n for n in one.stats.notes if n.startswith("lp dive 0"))
+    ]
