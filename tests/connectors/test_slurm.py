@@ -158,3 +158,59 @@ def test_failed_release_is_raised_and_the_retried_submit_releases(
     while not connector.poll(job_id).status.terminal and time.monotonic() < deadline:
         time.sleep(0.2)
     assert connector.poll(job_id).status is RunStatus.SUCCEEDED
+
+
+class _Recorded:
+    """A slurmrestd reply recorded from Slurm 22.05 (openapi v0.0.38)."""
+
+    def __init__(self, status_code: int, errors: list[dict[str, object]]) -> None:
+        self.status_code, self.errors, self.text = status_code, errors, ""
+
+    def json(self) -> dict[str, object]:
+        return {"errors": self.errors}
+
+
+# slurmctld down: slurmrestd says "Unable to find JobId" for any job, with no Slurm error number
+_CONTROLLER_DOWN_GET = _Recorded(500, [{"description": "Unable to find JobId=42", "error_number": -1,
+                                        "error": "Unspecified error", "source": "slurm_load_job"}])  # fmt: skip
+_CONTROLLER_DOWN_DELETE = _Recorded(500, [{
+    "description": "unable to kill JobId=42 with signal 9: Unable to contact slurm controller (connect failure)",
+    "error_number": 1800, "error": "Unable to contact slurm controller (connect failure)", "source": "slurm_kill_job",
+}])  # fmt: skip
+_CONTROLLER_DOWN_RELEASE = _Recorded(500, [{"description": "job update from [localhost]:53750 failed",
+                                            "error_number": 1000, "error": "Unexpected message received",
+                                            "source": "_parse_job_list"}])  # fmt: skip
+_UNKNOWN_JOB_GET = _Recorded(500, [{"description": "Unable to find JobId=42", "error_number": 2017,
+                                    "error": "Invalid job id specified", "source": "slurm_load_job"}])  # fmt: skip
+_UNKNOWN_JOB_DELETE = _Recorded(500, [{"description": "unable to kill JobId=42 with signal 9: Invalid job id specified",
+                                       "error_number": 2017, "error": "Invalid job id specified",
+                                       "source": "slurm_kill_job"}])  # fmt: skip
+
+
+def _rest_connector_answering(monkeypatch: pytest.MonkeyPatch, reply: _Recorded):  # type: ignore[no-untyped-def]
+    connector = get_connector("slurm", {"mode": "rest", "rest_url": "http://127.0.0.1:9", "rest_user": "nobody",
+                                        "rest_token": "t"})  # fmt: skip
+    monkeypatch.setattr(connector.rest.session, "request", lambda *args, **kwargs: reply)
+    return connector
+
+
+def test_rest_controller_outage_is_retryable_not_a_missing_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a run whose job is reported missing is marked lost and dispatched again: an outage must not look like that
+    connector = _rest_connector_answering(monkeypatch, _CONTROLLER_DOWN_GET)
+    with pytest.raises(ConnectorError) as info:
+        connector.poll("42")
+    assert info.value.retryable is True and "unknown to the cluster" not in str(info.value)
+    for reply, call in ((_CONTROLLER_DOWN_DELETE, connector.cancel), (_CONTROLLER_DOWN_RELEASE, connector.rest.release)):
+        monkeypatch.setattr(connector.rest.session, "request", lambda *args, reply=reply, **kwargs: reply)
+        with pytest.raises(ConnectorError) as info:  # a cancel or release that did not happen is not swallowed
+            call("42")
+        assert info.value.retryable is True
+
+
+def test_rest_unknown_job_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    connector = _rest_connector_answering(monkeypatch, _UNKNOWN_JOB_GET)
+    with pytest.raises(ConnectorError, match="unknown to the cluster") as info:
+        connector.poll("42")
+    assert info.value.retryable is False
+    monkeypatch.setattr(connector.rest.session, "request", lambda *args, **kwargs: _UNKNOWN_JOB_DELETE)
+    connector.cancel("42")  # nothing to cancel
