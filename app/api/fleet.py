@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from app import extensions
 from app.api.access import operator
-from app.api.schemas import CODE, Aware
+from app.api.schemas import CODE, Aware, Text
 from app.models import Cluster, HardwareType, Inventory, PowerBudgetOverride, Region
 from app.services import audit, fleet
 
@@ -36,10 +36,10 @@ class InventoryOut(Schema):
 
 
 class RegionIn(Schema):
-    name = fields.String(validate=validate.Length(1, 200))
+    name = Text(validate=validate.Length(1, 200))
     zone = fields.String(validate=CODE)
-    timezone = fields.String(validate=validate.Length(1, 64))
-    currency = fields.String(validate=validate.Length(3, 3))
+    timezone = Text(validate=validate.Length(1, 64))
+    currency = Text(validate=validate.Length(3, 3))
     pue = fields.Float(validate=validate.Range(1.0, 3.0), allow_nan=False)
     power_budget_kw = fields.Float(validate=validate.Range(min=0, min_inclusive=False), allow_nan=False)
     residency_tags = fields.List(fields.String(validate=CODE))
@@ -55,19 +55,19 @@ class OverrideIn(Schema):
     start_at = Aware(required=True)
     end_at = Aware(required=True)
     power_kw = fields.Float(required=True, validate=validate.Range(min=0), allow_nan=False)
-    reason = fields.String(load_default="", validate=validate.Length(max=200))
+    reason = Text(load_default="", validate=validate.Length(max=200))
 
 
 class HardwareIn(Schema):
-    vendor = fields.String(validate=validate.Length(1, 32))
-    model = fields.String(validate=validate.Length(1, 100))
+    vendor = Text(validate=validate.Length(1, 32))
+    model = Text(validate=validate.Length(1, 100))
     memory_gb = fields.Float(validate=validate.Range(min=0, min_inclusive=False), allow_nan=False)
     memory_bandwidth_gbs = fields.Float(validate=validate.Range(min=0), allow_nan=False, allow_none=True)
     bf16_tflops = fields.Float(validate=validate.Range(min=0), allow_nan=False, allow_none=True)
     tdp_w = fields.Float(validate=validate.Range(min=0, min_inclusive=False), allow_nan=False)
     idle_w = fields.Float(validate=validate.Range(min=0), allow_nan=False)
-    resource_name = fields.String(validate=validate.Length(1, 64))
-    relative_throughput = fields.Dict(keys=fields.String(), values=fields.Float(allow_nan=False))
+    resource_name = Text(validate=validate.Length(1, 64))
+    relative_throughput = fields.Dict(keys=Text(), values=fields.Float(allow_nan=False))
     sources = fields.Dict(keys=fields.String(), values=fields.Raw())
 
 
@@ -84,7 +84,7 @@ class ClusterIn(Schema):
     kind = fields.String(required=True, validate=CODE)
     config = fields.Dict(load_default=dict)
     enabled = fields.Boolean(load_default=True)
-    secrets = fields.Dict(keys=fields.String(validate=validate.Length(1, 100)), load_only=True, load_default=None,
+    secrets = fields.Dict(keys=Text(validate=validate.Length(1, 100)), load_only=True, load_default=None,
                           metadata={"description": "credentials, stored encrypted and never returned"})
 
 

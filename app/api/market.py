@@ -10,7 +10,7 @@ from marshmallow import Schema, fields, validate
 
 from app import extensions
 from app.api.access import operator
-from app.api.schemas import CODE, SeriesRangeQuery
+from app.api.schemas import CODE, SeriesRangeQuery, Text
 from app.errors import FieldError, ValidationFailed
 from app.services import audit, market
 
@@ -33,7 +33,7 @@ class SeriesOut(Schema):
 
 class ImportQuery(Schema):
     zone = fields.String(validate=CODE)
-    source = fields.String(load_default="upload", validate=validate.Length(1, 64))
+    source = Text(load_default="upload", validate=validate.Length(1, 64))
 
 
 class ImportOut(Schema):

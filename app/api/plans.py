@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, selectinload
 from app import extensions
 from app.api import principal
 from app.api.access import operator, writer
-from app.api.schemas import JobIn
+from app.api.schemas import JobIn, Text
 from app.db import utcnow
 from app.errors import NotFound, ServiceError
 from app.models import Assignment, Job, Plan, Region, UnplannedJob
@@ -120,9 +120,9 @@ class PlanQuery(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    trigger = fields.String(validate=validate.Length(min=1, max=32), metadata={
+    trigger = Text(validate=validate.Length(min=1, max=32), metadata={
         "description": "nightly, hourly, new-work, fleet-change, manual, dispatch-failure, run-failure"})
-    cursor = fields.String(validate=validate.Length(max=64))
+    cursor = Text(validate=validate.Length(max=64))
     limit = fields.Integer(validate=validate.Range(min=1, max=200), load_default=50)
 
 

@@ -15,7 +15,7 @@ from marshmallow import Schema, fields, validate
 
 from app import extensions
 from app.api.access import operator
-from app.api.schemas import CODE, Aware
+from app.api.schemas import CODE, Aware, Text
 from app.enums import WorkloadClass
 from app.services import audit, profiles
 
@@ -54,7 +54,7 @@ class MeasurementIn(Schema):
     energy_per_step_j = fields.Float(allow_nan=False, validate=validate.Range(min=0, min_inclusive=False))
     relative_throughput = fields.Float(allow_nan=False, validate=validate.Range(min=0, min_inclusive=False))
     reference_steps_per_s = fields.Float(allow_nan=False, validate=validate.Range(min=0, min_inclusive=False))
-    method = fields.String(load_default="", validate=validate.Length(max=2000))
+    method = Text(load_default="", validate=validate.Length(max=2000))
     measured_at = Aware()
 
 

@@ -11,11 +11,31 @@ from app.enums import JobState, SeriesKind, WorkloadClass
 CODE = validate.Regexp(r"^[A-Za-z0-9_.-]{1,32}$", error="letters, digits, '_', '.' or '-' (1-32)")
 
 
+# Timestamps are stored in UTC: a year near 1 or 9999 overflows the conversion, so the API takes these years only.
+FIRST_YEAR, LAST_YEAR = 1900, 2999
+
+
 class Aware(fields.AwareDateTime):
     """ISO-8601 with a UTC offset; a naive timestamp is rejected, not guessed."""
 
     def __init__(self, **kw):  # type: ignore[no-untyped-def]
         super().__init__(format="iso", default_timezone=None, **kw)
+
+    def _deserialize(self, value, attr, data, **kwargs):  # type: ignore[no-untyped-def]
+        out = super()._deserialize(value, attr, data, **kwargs)
+        if not FIRST_YEAR <= out.year <= LAST_YEAR:
+            raise ValidationError(f"must be a date between the years {FIRST_YEAR} and {LAST_YEAR}")
+        return out
+
+
+class Text(fields.String):
+    """A string without NUL characters (PostgreSQL's text cannot hold them; nothing we store needs one)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):  # type: ignore[no-untyped-def]
+        out = super()._deserialize(value, attr, data, **kwargs)
+        if "\x00" in out:
+            raise ValidationError("must not contain NUL characters (\\u0000)")
+        return out
 
 
 class SeriesRangeQuery(Schema):
@@ -31,7 +51,7 @@ class JobIn(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    name = fields.String(required=True, validate=validate.Length(1, 200))
+    name = Text(required=True, validate=validate.Length(1, 200))
     workload_class = fields.Enum(WorkloadClass, by_value=True, load_default=WorkloadClass.TRAINING)
     gpu_count = fields.Integer(required=True, strict=True, validate=validate.Range(min=1, max=100_000))
     reference_gpu_hours = fields.Float(validate=validate.Range(min=0, min_inclusive=False, max=1e7), allow_nan=False)
@@ -51,9 +71,9 @@ class JobIn(Schema):
     interruptible = fields.Boolean(load_default=False)
     checkpoint_overhead_minutes = fields.Integer(strict=True, validate=validate.Range(min=0, max=1440), load_default=0)
     min_chunk_minutes = fields.Integer(strict=True, validate=validate.Range(min=1, max=100_000), load_default=60)
-    command = fields.String(validate=validate.Length(max=20_000))
-    image = fields.String(validate=validate.Length(max=500))
-    env = fields.Dict(keys=fields.String(validate=validate.Length(1, 200)), values=fields.String(validate=validate.Length(max=10_000)))
+    command = Text(validate=validate.Length(max=20_000))
+    image = Text(validate=validate.Length(max=500))
+    env = fields.Dict(keys=Text(validate=validate.Length(1, 200)), values=Text(validate=validate.Length(max=10_000)))
 
     @validates_schema
     def _work(self, data, **_kw):  # type: ignore[no-untyped-def]
@@ -159,8 +179,8 @@ class JobQuery(Schema):
     hardware = fields.String(validate=CODE)
     deadline_from = Aware()
     deadline_to = Aware()
-    batch_id = fields.String(validate=validate.Length(max=64))
-    cursor = fields.String(validate=validate.Length(max=64))
+    batch_id = Text(validate=validate.Length(max=64))
+    cursor = Text(validate=validate.Length(max=64))
     limit = fields.Integer(validate=validate.Range(min=1, max=500), load_default=100)
 
 

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from app import extensions
 from app.api import principal
 from app.api.access import operator
+from app.api.schemas import Text
 from app.enums import Role
 from app.errors import Forbidden
 from app.models import ApiToken
@@ -21,7 +22,7 @@ blp = Blueprint("tokens", __name__, url_prefix="/api/v1", description="Tenants a
 
 
 class TokenIn(Schema):
-    name = fields.String(required=True, validate=validate.Length(1, 100))
+    name = Text(required=True, validate=validate.Length(1, 100))
     role = fields.Enum(Role, by_value=True, load_default=Role.MEMBER)
     expires_in_days = fields.Integer(strict=True, validate=validate.Range(1, 3650), load_default=None)
 
@@ -42,9 +43,9 @@ class NewTokenOut(TokenOut):
 
 
 class TenantIn(Schema):
-    slug = fields.String(required=True, validate=validate.Length(1, 63))
-    name = fields.String(validate=validate.Length(1, 200))
-    admin_token_name = fields.String(load_default="admin", validate=validate.Length(1, 100))
+    slug = Text(required=True, validate=validate.Length(1, 63))
+    name = Text(validate=validate.Length(1, 200))
+    admin_token_name = Text(load_default="admin", validate=validate.Length(1, 100))
 
 
 class MeOut(Schema):

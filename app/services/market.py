@@ -47,6 +47,9 @@ WIND_SOLAR_COLUMNS = ("solar_forecast_mw", "wind_onshore_forecast_mw", "wind_off
 # upstream (ENTSO-E via the harmonized and deepforkit files) wrote 0 for a missing load or generation forecast
 ZERO_IS_MISSING = {SeriesKind.LOAD, SeriesKind.LOAD_FORECAST, SeriesKind.GENERATION_FORECAST}
 MAX_ERRORS = 50
+# the sizes of market_series' text columns: a longer value is a bad line, not a database error
+TEXT_LIMITS = {"zone": 32, "unit": 24, "source": 64}
+FIRST_YEAR, LAST_YEAR = 1900, 2999  # timestamps are stored in UTC: years near 1 or 9999 overflow the conversion
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +73,18 @@ def _ts(raw: str) -> datetime:
     ts = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
     if ts.tzinfo is None:
         raise ValueError("timestamp has no UTC offset")
+    if not FIRST_YEAR <= ts.year <= LAST_YEAR:
+        raise ValueError(f"timestamp {raw.strip()!r} is outside the years {FIRST_YEAR} to {LAST_YEAR}")
     return ts
+
+
+def _text(value: str, name: str) -> str:
+    """A zone, unit or source as stored: no NUL character, at most its column's length."""
+    if "\x00" in value:
+        raise ValueError(f"{name} contains a NUL character")
+    if len(value) > TEXT_LIMITS[name]:
+        raise ValueError(f"{name} is longer than {TEXT_LIMITS[name]} characters")
+    return value
 
 
 def _num(raw: str) -> float | None:
@@ -93,6 +107,11 @@ def _parse_csv(
         raise ValidationFailed("empty file", [FieldError("line 1", "no header")])
     errors: list[FieldError] = []
     points: list[Point] = []
+    for name, given in (("zone", zone), ("source", source)):
+        try:
+            _text(given or "", name)
+        except ValueError as exc:
+            raise ValidationFailed(f"bad {name}", [FieldError(name, str(exc))]) from exc
     if "timestamp_utc" in header:
         if not zone:
             raise ValidationFailed("zone needed", [FieldError("zone", "the harmonized format needs a zone")])
@@ -129,7 +148,8 @@ def _parse_csv(
                 issued = _ts(row[idx["issued_at"]]) if "issued_at" in idx and row[idx["issued_at"]].strip() else None
                 unit = row[idx["unit"]].strip() if "unit" in idx and row[idx["unit"]].strip() else SERIES_UNITS[kind]
                 src = row[idx["source"]].strip() if "source" in idx and row[idx["source"]].strip() else source
-                z = row[idx["zone"]].strip()
+                z = _text(row[idx["zone"]].strip(), "zone")
+                unit, src = _text(unit, "unit"), _text(src, "source")
                 if not z:
                     raise ValueError("zone is empty")
                 if (start and ts < start) or (end and ts >= end):

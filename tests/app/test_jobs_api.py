@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 from datetime import timedelta
 
 from app.enums import Role
@@ -152,3 +153,28 @@ def test_job_listing_fast_path_matches_the_documented_schema(client, session, sm
         assert job_json(job) == JobOut().dump(job) == item
         assert client.get(f"/api/v1/jobs/{job.id}", headers=auth(token)).json == item
     assert {j["state"] for j in listed} == {"pending", "cancelled"}
+
+
+def test_out_of_range_input_is_a_422_naming_the_field(client, session, small_fleet, now):
+    token = make_token(session, "team-a")
+    huge = base64.urlsafe_b64encode(b"j99999999999999999999999").decode().rstrip("=")
+    for cursor in (huge, base64.urlsafe_b64encode(b"j2147483648").decode().rstrip("="), "ajA"):
+        resp = client.get(f"/api/v1/jobs?cursor={cursor}", headers=auth(token))
+        assert resp.status_code == 422 and [e["field"] for e in resp.json["errors"]] == ["cursor"], resp.json
+    for name, value in [("deadline_at", "9999-12-31T23:00:00-05:00"), ("release_at", "0001-01-01T00:30:00+01:00")]:
+        resp = client.post("/api/v1/jobs", json=job_payload(now, **{name: value}), headers=auth(token))
+        assert resp.status_code == 422, resp.json
+        assert [e["field"] for e in resp.json["errors"]] == [name] and "year" in resp.json["errors"][0]["message"]
+    resp = client.post("/api/v1/jobs/batch", headers=auth(token), json={
+        "jobs": [job_payload(now), job_payload(now, deadline_at="9999-12-31T23:00:00-05:00")]})
+    assert resp.status_code == 422 and [e["field"] for e in resp.json["errors"]] == ["jobs[1].deadline_at"]
+    resp = client.get("/api/v1/jobs?deadline_from=9999-12-31T23:00:00-05:00", headers=auth(token))
+    assert resp.status_code == 422 and [e["field"] for e in resp.json["errors"]] == ["deadline_from"]
+    for over, field in [({"name": "a\u0000b"}, "name"), ({"env": {"K": "a\u0000b"}}, "env.K.value"),
+                        ({"command": "run\u0000"}, "command")]:
+        resp = client.post("/api/v1/jobs", json=job_payload(now, **over), headers=auth(token))
+        assert resp.status_code == 422, resp.json
+        assert resp.json["errors"][0]["field"] == field and "NUL" in resp.json["errors"][0]["message"]
+    resp = client.get("/api/v1/jobs?batch_id=a%00b", headers=auth(token))
+    assert resp.status_code == 422 and resp.json["errors"][0]["field"] == "batch_id"
+    assert client.get("/api/v1/jobs", headers=auth(token)).json["items"] == []  # nothing was stored

@@ -74,3 +74,25 @@ def test_member_cannot_import(client, session):
     resp = client.post("/api/v1/market-series/import", data="zone,kind,timestamp,value\n",
                        headers={"Authorization": f"Bearer {token}"})
     assert resp.status_code == 403
+
+
+def test_values_the_database_cannot_hold_are_bad_lines_or_fields(client, session):
+    ops = make_token(session, "ops", Role.ADMIN, operator=True)
+    headers = {"Authorization": f"Bearer {ops}", "Content-Type": "text/csv"}
+    head = "zone,kind,timestamp,value,unit,source\n"
+    good = "DE,price,2030-01-01T00:00:00Z,50,EUR/MWh,upload\n"
+    for bad, what in [("Z" * 33 + ",price,2030-01-01T01:00:00Z,50,,\n", "zone"),
+                      ("DE,price,2030-01-01T01:00:00Z,50," + "x" * 25 + ",\n", "unit"),
+                      ("DE,price,2030-01-01T01:00:00Z,50,," + "s" * 65 + "\n", "source"),
+                      ("DE,price,2030-01-01T01:00:00Z,50,,a\x00b\n", "NUL"),
+                      ("DE,price,9999-12-31T23:00:00-05:00,50,,\n", "years")]:
+        resp = client.post("/api/v1/market-series/import", data=(head + good + bad).encode(), headers=headers)
+        assert resp.status_code == 422, (what, resp.json)
+        assert resp.json["errors"] == [{"field": "line 3", "message": resp.json["errors"][0]["message"]}]
+        assert what in resp.json["errors"][0]["message"]
+    ok = client.post("/api/v1/market-series/import", data=(head + good).encode(), headers=headers)
+    assert ok.status_code == 201 and ok.json["imported"] == 1
+    q = "/api/v1/market-series?zone=DE&kind=price&from=2030-01-01T00:00:00Z"
+    resp = client.get(q + "&to=9999-12-31T23:00:00-05:00", headers=headers)
+    assert resp.status_code == 422 and [e["field"] for e in resp.json["errors"]] == ["to"]
+    assert [p["value"] for p in client.get(q + "&to=2030-01-02T00:00:00Z", headers=headers).json["points"]] == [50]
