@@ -296,7 +296,15 @@ class SlurmConnector:
         return self._normalize(jid, name, state, None, start, end, exit_code, None)
 
     def _sacct(self, selector: list[str], fields: str = "JobID") -> list[str]:
-        out = self._run("sacct", "-c", "-n", "-P", *selector, "-o", fields, ok_errors=("",))
+        """Rows of the job completion log. A failed sacct is raised, retryable: only an answer with no row
+        says that a job is gone (a run whose job is gone is marked lost and dispatched again)."""
+        try:
+            out = self._run("sacct", "-c", "-n", "-P", *selector, "-o", fields)
+        except ConnectorError as exc:
+            if exc.retryable:
+                raise
+            raise ConnectorError(f"{exc} (the job completion log could not be read)", retryable=True,
+                                 kind=self.kind) from exc  # fmt: skip
         return [line for line in out.splitlines() if line and "." not in line.split("|")[0]]
 
     @staticmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -214,3 +215,38 @@ def test_rest_unknown_job_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert info.value.retryable is False
     monkeypatch.setattr(connector.rest.session, "request", lambda *args, **kwargs: _UNKNOWN_JOB_DELETE)
     connector.cancel("42")  # nothing to cancel
+
+
+def test_a_failed_sacct_is_retryable_not_a_missing_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the controller forgot the job (MinJobAge), and the completion log cannot be read right now
+    def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        if args[:3] == ["scontrol", "show", "job"]:
+            return subprocess.CompletedProcess(args, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
+        if args[0] == "squeue":
+            return subprocess.CompletedProcess(args, 0, "", "")
+        assert args[0] == "sacct"
+        return subprocess.CompletedProcess(args, 1, "", "sacct: error: Opening /var/log/slurm/jobcomp.log: "
+                                                        "Permission denied\n")  # fmt: skip
+
+    monkeypatch.setattr(subprocess, "run", run)
+    connector = get_connector("slurm", {})
+    with pytest.raises(ConnectorError) as info:
+        connector.poll("42")
+    assert info.value.retryable is True and "unknown to the cluster" not in str(info.value)
+    with pytest.raises(ConnectorError) as info:  # "no job with this key" would let the run be failed and run again
+        connector.find("gs-run-old")
+    assert info.value.retryable is True
+
+
+def test_a_job_no_source_knows_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        if args[0] == "scontrol":
+            return subprocess.CompletedProcess(args, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
+        return subprocess.CompletedProcess(args, 0, "", "")  # squeue and sacct: no such job
+
+    monkeypatch.setattr(subprocess, "run", run)
+    connector = get_connector("slurm", {})
+    with pytest.raises(ConnectorError, match="unknown to the cluster") as info:
+        connector.poll("42")
+    assert info.value.retryable is False
+    assert connector.find("gs-run-old") is None
