@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -197,7 +197,8 @@ def parse_upload(data: bytes, *, zone: str | None, source: str, max_bytes: int =
 def store(session: Session, points: list[Point], *, chunk: int = 5000) -> int:
     """Upsert points in the caller's transaction (later imports of the same point replace its value).
 
-    One compiled INSERT ... ON CONFLICT run over the rows (executemany) rather than a multi-row VALUES statement
+    A replaced row takes the id a new row would have had, so that ids follow import order and :func:`query` can
+    let the latest import of an hour win whichever source it came from. One compiled INSERT ... ON CONFLICT run over the rows (executemany) rather than a multi-row VALUES statement
     compiled afresh per chunk: 60,000 points take 1.5 s instead of 16 s on SQLite and 3.7 s instead of 26 s on
     PostgreSQL (measured here, same rows, same result).
     """
@@ -206,7 +207,8 @@ def store(session: Session, points: list[Point], *, chunk: int = 5000) -> int:
     stmt = ins(MarketSeries)
     stmt = stmt.on_conflict_do_update(
         index_elements=["zone", "kind", "source", "ts"],
-        set_={"value": stmt.excluded.value, "unit": stmt.excluded.unit, "issued_at": stmt.excluded.issued_at},
+        set_={"value": stmt.excluded.value, "unit": stmt.excluded.unit, "issued_at": stmt.excluded.issued_at,
+              "id": stmt.excluded.id},  # the id drawn for the proposed row (nextval on PostgreSQL, rowid on SQLite)
     )
     for i in range(0, len(points), chunk):
         rows = [
@@ -221,19 +223,17 @@ def store(session: Session, points: list[Point], *, chunk: int = 5000) -> int:
 def query(
     session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, *, limit: int = 10_000
 ) -> list[MarketSeries]:
-    """Points of one series in [start, end), oldest first; one value per hour (the latest import wins)."""
+    """Points of one series in [start, end), oldest first, at most ``limit``; one value per hour: the latest import.
+
+    The newest row of each hour is picked in the database before the limit applies, so that two sources of the same
+    hours do not halve the range returned.
+    """
     if end <= start:
         raise ValidationFailed("bad range", [FieldError("to", "must be after from")])
-    q = (
-        select(MarketSeries)
-        .where(MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start, MarketSeries.ts < end)
-        .order_by(MarketSeries.ts, MarketSeries.id)
-        .limit(limit)
-    )
-    by_ts: dict[datetime, MarketSeries] = {}
-    for row in session.scalars(q):
-        by_ts[row.ts] = row
-    return list(by_ts.values())
+    in_range = (MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start, MarketSeries.ts < end)
+    newest = select(func.max(MarketSeries.id)).where(*in_range).group_by(MarketSeries.ts)
+    q = select(MarketSeries).where(MarketSeries.id.in_(newest)).order_by(MarketSeries.ts).limit(limit)
+    return list(session.scalars(q))
 
 
 def as_series(rows: list[MarketSeries]) -> dict[str, Any]:

@@ -96,3 +96,24 @@ def test_values_the_database_cannot_hold_are_bad_lines_or_fields(client, session
     resp = client.get(q + "&to=9999-12-31T23:00:00-05:00", headers=headers)
     assert resp.status_code == 422 and [e["field"] for e in resp.json["errors"]] == ["to"]
     assert [p["value"] for p in client.get(q + "&to=2030-01-02T00:00:00Z", headers=headers).json["points"]] == [50]
+
+
+def test_the_latest_import_of_an_hour_wins_whatever_its_source(client, session):
+    ops = make_token(session, "ops", Role.ADMIN, operator=True)
+    headers = {"Authorization": f"Bearer {ops}", "Content-Type": "text/csv"}
+    for source, value in (("upload", 50), ("entsoe", 60), ("upload", 70)):
+        resp = client.post(f"/api/v1/market-series/import?source={source}", headers=headers,
+                           data=f"zone,kind,timestamp,value\nFR,price,2030-01-01T00:00:00Z,{value}\n")
+        assert resp.status_code == 201
+    q = "/api/v1/market-series?zone=FR&kind=price&from=2030-01-01T00:00:00Z&to=2030-01-02T00:00:00Z"
+    assert [(p["source"], p["value"]) for p in client.get(q, headers=headers).json["points"]] == [("upload", 70)]
+
+
+def test_the_limit_counts_hours_not_the_rows_of_every_source(session):
+    t0 = datetime(2030, 1, 1, tzinfo=UTC)
+    hours = [t0.replace(hour=h) for h in range(6)]
+    for source, value in (("entsoe", 1.0), ("upload", 2.0)):
+        market.store(session, [market.Point("PL", SeriesKind.PRICE, ts, value, "EUR/MWh", source) for ts in hours])
+    session.commit()
+    rows = market.query(session, "PL", SeriesKind.PRICE, t0, t0.replace(day=2), limit=4)
+    assert [(r.ts.hour, r.value) for r in rows] == [(0, 2.0), (1, 2.0), (2, 2.0), (3, 2.0)]
