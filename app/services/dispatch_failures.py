@@ -5,7 +5,8 @@ narrowed to leave out the region of the failed run when another allowed region c
 otherwise its ``allowed_hardware`` is narrowed to leave out the failed hardware type. The planner
 (``app.services.planning.plan_fleet``) already honours both fields, so no other interface is needed. The job
 goes back to ``pending`` with ``state_reason`` (and a job event) saying what was excluded and why, and the
-caller triggers a re-plan. After ``MAX_ATTEMPTS`` runs, or when nothing is left to exclude, the job fails.
+caller triggers a re-plan. After ``MAX_ATTEMPTS`` failed or lost runs, or when nothing is left to exclude, the job
+fails; the runs of an interruptible job's chunks that succeeded use none of that budget.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from app.enums import TERMINAL_JOB_STATES, JobState, RunState
 from app.models import Assignment, HardwareType, Job, JobEvent, Region, Run
 from app.services.fleet import snapshot
 
-#: Runs a job gets before it fails for good [count].
+#: Failed or lost runs a job may have before it fails for good [count].
 MAX_ATTEMPTS = 3
 
 
@@ -92,10 +93,12 @@ def requeue_after_failure(session: Session, run: Run, reason: str, *, now: datet
     job = run.job
     if job.state in TERMINAL_JOB_STATES:
         return False  # cancelled (or finished) meanwhile: nothing to re-plan
-    attempts = session.scalar(select(func.count()).select_from(Run).where(Run.job_id == job.id)) or 0
+    attempts = session.scalar(  # this run included (flushed): only failures count, not the chunks that succeeded
+        select(func.count()).select_from(Run).where(Run.job_id == job.id, Run.state.in_((RunState.FAILED, RunState.LOST)))
+    ) or 0  # fmt: skip
     if attempts >= MAX_ATTEMPTS:
         move_job(session, job, JobState.FAILED,
-                 f"run {run.run_key} {state.value}: {reason}; gave up after {attempts} runs", at=now)  # fmt: skip
+                 f"run {run.run_key} {state.value}: {reason}; gave up after {attempts} failed runs", at=now)  # fmt: skip
         return False
     region, hardware = failed_placement(session, run)
     exclusion = _exclusion(session, job, region, hardware)

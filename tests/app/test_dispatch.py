@@ -269,7 +269,7 @@ def test_job_fails_for_good_after_max_attempts(session, settings, tenant_id, clu
         job = session.get(Job, job.id)
         job.allowed_regions = None  # let the next hand-written plan use any region
         session.commit()
-    assert job.state == JobState.FAILED and f"after {MAX_ATTEMPTS} runs" in job.state_reason
+    assert job.state == JobState.FAILED and f"after {MAX_ATTEMPTS} failed runs" in job.state_reason
 
 
 def test_job_without_command_fails_with_reason(session, settings, tenant_id, clusters):

@@ -163,3 +163,24 @@ def test_a_chunk_cancelled_while_it_is_polled_is_not_paused_for_the_next(client,
     assert job.state == JobState.CANCELLED and job.resume_at is None
     assert dispatch.tick(session, settings, now=utcnow() + timedelta(minutes=5), worker=W).to_submit == ()
     assert [r.chunk_index for r in session.scalars(select(Run).where(Run.job_id == job.id))] == [0]
+
+
+def test_chunks_that_succeeded_use_none_of_the_retry_budget(session, settings, small_fleet, tmp_path):
+    tenant_id = auth.create_tenant(session, "team-a").id
+    add_local_clusters(session, tmp_path)
+    job = add_job(session, tenant_id, interruptible=True, command='test "$GRIDSHIFT_CHUNK_INDEX" != 2')
+    t0 = utcnow()
+    _chunked_plan(session, job, [(t0 - timedelta(minutes=30), t0 + timedelta(seconds=1)),
+                                 (t0 + timedelta(seconds=2), t0 + timedelta(seconds=3)),
+                                 (t0 + timedelta(seconds=4), t0 + timedelta(hours=1))])  # fmt: skip
+    for _chunk in (0, 1):
+        (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+        _finish(session, settings, run_id)
+        assert session.get(Job, job.id).state == JobState.PAUSED
+    (last,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch.submit_run(session, settings, last, now=utcnow(), worker=W)
+    result = wait_for(lambda: (r := dispatch_sync.sync(session, settings, now=utcnow())).failed and r)
+    assert result.failed == (last,) and result.replan  # its first failure: planned again, elsewhere
+    session.expire_all()
+    job = session.get(Job, job.id)
+    assert job.state == JobState.PENDING and "re-planning without region de" in job.state_reason
