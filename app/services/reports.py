@@ -253,8 +253,10 @@ def _work_done(runs: Sequence[Run], a: Assignment) -> bool:
     return n > 0 and sorted(by_chunk) == list(range(n)) and all(r.energy_kwh is not None for r in by_chunk.values())
 
 
-def _contracts(session: Session) -> list[EnergyContract]:
-    return list(session.scalars(select(EnergyContract)))
+def _contracts(session: Session, tenant_ids: Iterable[int]) -> list[EnergyContract]:
+    """The fleet's contracts (no tenant) and those of ``tenant_ids``: a tenant's private contract is its own."""
+    return list(session.scalars(select(EnergyContract).where(
+        EnergyContract.tenant_id.is_(None) | EnergyContract.tenant_id.in_(list(set(tenant_ids))))))
 
 
 def _market_carbon_kg(
@@ -288,7 +290,7 @@ def build_entries(
     all_runs = _job_runs(session, ids)
     runs = {jid: rs[-1] for jid, rs in all_runs.items()}
     assignments = _pick_assignments(session, jobs, runs)
-    contracts = _contracts(session)
+    contracts = _contracts(session, (j.tenant_id for j in jobs))
     slugs = dict(session.execute(select(Tenant.id, Tenant.slug)).all())
     regions = {r.id: r for r in session.scalars(select(Region))}
     cluster_region = dict(session.execute(select(Cluster.id, Cluster.region_id)).all())
@@ -362,11 +364,12 @@ def receipt(
 
 
 def _sum_row(month: str, tenant: str, region: str, currency: str, entries: Sequence[Entry],
-             market_regions: set[str]) -> ReportRow:
+             contract_covers: bool = False) -> ReportRow:
+    """``contract_covers``: a contract of this row's tenant or of the fleet covers its region (market-based CO2)."""
     with_cf = [e for e in entries if e.run_now_cost is not None]
     with_cf_c = [e for e in entries if e.run_now_carbon_kg is not None]
     market: float | None = None
-    if any(e.carbon_market_kg is not None for e in entries) or (region != "all" and region in market_regions):
+    if any(e.carbon_market_kg is not None for e in entries) or contract_covers:
         market = math.fsum(e.carbon_market_kg if e.carbon_market_kg is not None else e.carbon_kg for e in entries)
     return ReportRow(
         month=month, tenant=tenant, region=region, currency=currency, jobs=len(entries),
@@ -425,14 +428,18 @@ def monthly_report(
     if region is not None and session.scalar(select(Region.id).where(Region.code == region)) is None:
         known = ", ".join(session.scalars(select(Region.code).order_by(Region.code))) or "none"
         raise ValidationFailed("unknown region", [FieldError("region", f"unknown region {region!r} (known: {known})")])
-    market_regions = {
-        code for (code,) in session.execute(select(Region.code).join(EnergyContract, EnergyContract.region_id == Region.id))
+    # (tenant slug, region) pairs with a contract; None for the fleet's contracts, which cover every tenant
+    covered = {
+        (None if tid is None else tenants[tid].slug, code) for tid, code in session.execute(
+            select(EnergyContract.tenant_id, Region.code).join(Region, EnergyContract.region_id == Region.id)
+            .where(EnergyContract.tenant_id.is_(None) | EnergyContract.tenant_id.in_(list({j.tenant_id for j in jobs}))))
     }
     groups: dict[tuple[str, str], list[Entry]] = defaultdict(list)
     for e in entries:
         groups[(e.tenant, e.region)].append(e)
     rows = tuple(
-        _sum_row(label, t, r, currency, groups[(t, r)], market_regions) for t, r in sorted(groups)
+        _sum_row(label, t, r, currency, groups[(t, r)], (None, r) in covered or (t, r) in covered)
+        for t, r in sorted(groups)
     )
-    total = _sum_row(label, scope, "all", currency, entries, market_regions)
+    total = _sum_row(label, scope, "all", currency, entries)
     return MonthlyReport(label, start, end, currency, scope, rows, total, now or utcnow())

@@ -301,3 +301,22 @@ def test_chunked_job_is_metered_once_every_chunk_ran_and_each_chunk_counts_once(
     r = get()
     assert r["basis"] == "metered" and r["metered_energy_kwh"] == pytest.approx(100.0)  # 40 + 10 + 50
     assert r["actual"]["cost"] == pytest.approx(10.0) and r["actual"]["energy_kwh"] == pytest.approx(120.0)
+
+
+def test_another_tenants_private_contract_does_not_show(client, session, two_tenants, now):
+    tokens, _a, _b = two_tenants
+    fi = session.query(Region).filter_by(code="fi").one()
+    team_b = session.query(Tenant).filter_by(slug="team-b").one()
+    session.add(EnergyContract(tenant_id=team_b.id, region_id=fi.id, name="b's private PPA", start_at=now,
+                               end_at=now + timedelta(days=31), share=1.0, carbon_g_per_kwh=0.0))
+    session.commit()
+    rep = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["a"])).json
+    assert {r["region"]: r["carbon_market_kg"] for r in rep["rows"]} == {"de": None, "fi": None}
+    assert rep["total"]["carbon_market_kg"] is None
+    # team-b's own Hamina job would be covered; the operator's fleet-wide report shows it on team-b's row only.
+    b_fi = submit(session, "team-b", now, 1)[0]
+    make_plan(session, now, [Planned(b_fi, "fi", "a100", now + timedelta(hours=1), 1, 10.0, 1.0, 4.0, 2.0, 5.0)],
+              current=False)
+    rows = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["ops"])).json["rows"]
+    market = {(r["tenant"], r["region"]): r["carbon_market_kg"] for r in rows}
+    assert market[("team-a", "fi")] is None and market[("team-b", "fi")] == pytest.approx(0.0)
