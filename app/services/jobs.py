@@ -110,6 +110,11 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
     hw_allowed = set(fields.get("allowed_hardware") or fleet.hardware)
     if has_explicit:
         hw_allowed &= set(fields["durations_minutes"])
+        if not hw_allowed:
+            err("allowed_hardware", f"no allowed hardware type ({', '.join(sorted(fields.get('allowed_hardware') or ()))}) "
+                f"has a duration in durations_minutes ({', '.join(sorted(fields['durations_minutes']))}): the lists "
+                "do not overlap")
+            return None, errs
     mem = float(fields.get("memory_gb_per_gpu") or 0.0)
     fits = {hw for hw in hw_allowed if fleet.hardware[hw].memory_gb >= mem}
     if not fits:

@@ -76,6 +76,17 @@ def test_bad_fields_are_named(client, session, small_fleet, now):
         assert field in [e["field"] for e in resp.json["errors"]], (field, resp.json)
 
 
+def test_durations_and_allowed_hardware_that_do_not_overlap_are_named(client, session, small_fleet, now):
+    token = make_token(session, "team-a")
+    body = job_payload(now, durations_minutes={"a100": 60}, allowed_hardware=["h100"])
+    del body["reference_gpu_hours"]
+    resp = client.post("/api/v1/jobs", json=body, headers=auth(token))
+    assert resp.status_code == 422, resp.json
+    (error,) = resp.json["errors"]
+    assert error["field"] == "allowed_hardware" and "do not overlap" in error["message"]
+    assert "h100" in error["message"] and "a100" in error["message"]
+
+
 def test_deadline_too_short_for_fastest_hardware(client, session, small_fleet, now):
     token = make_token(session, "team-a")
     # 8 reference GPU-hours on 4 GPUs is 2 h on the fastest type; a 1 h window cannot hold it.
