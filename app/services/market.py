@@ -9,8 +9,8 @@ Accepted CSV formats (gzip allowed):
 * **long**: ``zone,kind,timestamp,value`` and optionally ``unit,source,issued_at``; one point per line; ``kind`` is
   one of price, carbon_intensity, renewable_share, load, load_forecast, wind_solar_forecast, generation_forecast.
 
-Timestamps must carry a UTC offset (``Z`` or ``+01:00``). A bad line fails the whole import with its line number;
-nothing is stored from a failed import.
+Timestamps must carry a UTC offset (``Z`` or ``+01:00``). Blank lines are skipped. A bad line fails the whole
+import with its line number; nothing is stored from a failed import.
 """
 
 from __future__ import annotations
@@ -119,6 +119,8 @@ def _parse_csv(
         if not any(c in cols for c in (*HARMONIZED_COLUMNS, *WIND_SOLAR_COLUMNS)):
             raise ValidationFailed("no known columns", [FieldError("line 1", f"none of {sorted(HARMONIZED_COLUMNS)}")])
         for lineno, row in enumerate(reader, start=2):
+            if not any(cell.strip() for cell in row):
+                continue  # a blank line (a file ending in an empty line, a spreadsheet's empty row)
             try:
                 ts = _ts(row[cols["timestamp_utc"]])
                 if (start and ts < start) or (end and ts >= end):
@@ -139,6 +141,8 @@ def _parse_csv(
     elif {"zone", "kind", "timestamp", "value"} <= set(header):
         idx = {name: header.index(name) for name in header}
         for lineno, row in enumerate(reader, start=2):
+            if not any(cell.strip() for cell in row):
+                continue  # a blank line (a file ending in an empty line, a spreadsheet's empty row)
             try:
                 kind = SeriesKind(row[idx["kind"]].strip())
                 ts = _ts(row[idx["timestamp"]])

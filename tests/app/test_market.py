@@ -117,3 +117,17 @@ def test_the_limit_counts_hours_not_the_rows_of_every_source(session):
     session.commit()
     rows = market.query(session, "PL", SeriesKind.PRICE, t0, t0.replace(day=2), limit=4)
     assert [(r.ts.hour, r.value) for r in rows] == [(0, 2.0), (1, 2.0), (2, 2.0), (3, 2.0)]
+
+
+def test_blank_lines_are_skipped(client, session):
+    ops = make_token(session, "ops", Role.ADMIN, operator=True)
+    headers = {"Authorization": f"Bearer {ops}", "Content-Type": "text/csv"}
+    harmonized = "timestamp_utc,price_eur_mwh\n2030-01-01T00:00Z,50\n\n2030-01-01T01:00Z,51\n\n"
+    resp = client.post("/api/v1/market-series/import?zone=DE", data=harmonized, headers=headers)
+    assert resp.status_code == 201 and resp.json["imported"] == 2, resp.json
+    long = "zone,kind,timestamp,value\r\nFR,price,2030-01-01T00:00Z,40\r\n,,,\r\n\r\n"
+    resp = client.post("/api/v1/market-series/import", data=long, headers=headers)
+    assert resp.status_code == 201 and resp.json["imported"] == 1, resp.json
+    bad = "zone,kind,timestamp,value\n\nFR,price,2030-01-01T01:00Z,x\n"
+    resp = client.post("/api/v1/market-series/import", data=bad, headers=headers)
+    assert resp.status_code == 422 and resp.json["errors"][0]["field"] == "line 3"  # lines keep their numbers
