@@ -208,9 +208,11 @@ def _mark_submitted(
     assert run is not None
     session.refresh(run)
     if won.rowcount != 1:  # type: ignore[attr-defined]
-        # The run was cancelled (or finished) while we talked to the runtime: do not leave a job behind.
-        if run.state == RunState.CANCELLED:
-            run.runtime_job_id = runtime_id
+        # The run was closed while we talked to the runtime (cancelled, or failed by another worker's give_up,
+        # which re-planned the job): the job we submitted belongs to no run, so it must not run.
+        if run.state in TERMINAL_RUN_STATES and run.runtime_job_id != runtime_id:
+            if run.runtime_job_id is None:
+                run.runtime_job_id = runtime_id
             connector.cancel(runtime_id)
         session.commit()
         return SubmitOutcome(run_id, run.state.value, runtime_id, adopted)
@@ -232,7 +234,26 @@ def _note_error(session: Session, run_id: int, message: str) -> None:
     session.commit()
 
 
+def _close_unsubmitted(session: Session, run: Run, state: RunState, reason: str, now: datetime) -> bool:
+    """Close a run that has not reached its runtime; no commit. False when it meanwhile has (or is closed).
+
+    A conditional UPDATE: a give-up that asked the runtime just before another worker's submit landed must not
+    fail the run that submit has recorded, or the job would be planned and run a second time.
+    """
+    won = session.execute(
+        update(Run)
+        .where(Run.id == run.id, Run.state == RunState.DISPATCHING, Run.runtime_job_id.is_(None))
+        .values(state=state, error=reason, finished_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    session.refresh(run)
+    return won.rowcount == 1  # type: ignore[attr-defined]
+
+
 def _fail(session: Session, run: Run, reason: str, now: datetime) -> SubmitOutcome:
+    if not _close_unsubmitted(session, run, RunState.FAILED, reason, now):
+        session.commit()
+        return SubmitOutcome(run.id, "skipped", run.runtime_job_id)
     replan = requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED)
     session.commit()
     return SubmitOutcome(run.id, RunState.FAILED.value, replan=replan)
@@ -241,7 +262,9 @@ def _fail(session: Session, run: Run, reason: str, now: datetime) -> SubmitOutco
 def _finish_unsubmitted(
     session: Session, run: Run, state: RunState, reason: str, now: datetime, *, fail_job: bool = False
 ) -> SubmitOutcome:
-    run.state, run.error, run.finished_at = state, reason, now
+    if not _close_unsubmitted(session, run, state, reason, now):
+        session.commit()
+        return SubmitOutcome(run.id, "skipped", run.runtime_job_id)
     if fail_job:
         move_job(session, run.job, JobState.FAILED, f"run {run.run_key}: {reason}", at=now)
     session.commit()
@@ -254,14 +277,15 @@ def give_up(session: Session, settings: Settings, run_id: int, error: str, *, no
     When the runtime cannot answer, the run stays ``dispatching`` and the tick's stale-claim recovery tries
     it again later: giving up blindly could start the job twice (the first submit may have landed).
     """
-    run = session.get(Run, run_id)
-    if run is None or run.state != RunState.DISPATCHING or run.cluster is None:
+    run = session.get(Run, run_id, populate_existing=True)
+    if run is None or run.state != RunState.DISPATCHING or run.runtime_job_id or run.cluster is None:
+        session.rollback()
         return SubmitOutcome(run_id, "skipped")
     try:
         runtime_id = connector_for(run.cluster, settings).find(run.run_key)
     except (ConnectorError, OSError) as exc:
-        run.error = f"{error}; runtime unreachable ({exc}); will retry after {settings.claim_stale_s:.0f} s"
-        session.commit()
+        _note_error(session, run_id, f"{error}; runtime unreachable ({exc}); will retry after "
+                                     f"{settings.claim_stale_s:.0f} s")  # fmt: skip
         return SubmitOutcome(run_id, RunState.DISPATCHING.value)
     if runtime_id is not None:
         return _mark_submitted(

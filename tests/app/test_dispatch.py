@@ -323,6 +323,74 @@ def test_give_up_only_when_runtime_confirms_it_has_no_job(session, settings, ten
     assert session.get(Job, job.id).state == JobState.PENDING
 
 
+class _Interleaved:
+    """The real runtime of a cluster, with ``then`` run once (another worker's step) inside its first ``hook`` call."""
+
+    def __init__(self, real, hook: str, then) -> None:  # type: ignore[no-untyped-def]
+        self.real, self.hook, self.then = real, hook, then
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        call = getattr(self.real, name)
+        if name != self.hook or self.then is None:
+            return call
+
+        def interleaved(*args):  # type: ignore[no-untyped-def]
+            then, self.then = self.then, None
+            if name == "find":
+                answer = call(*args)  # asked before the other worker's step: it held no job then
+                then()
+                return answer
+            then()
+            return call(*args)
+
+        return interleaved
+
+
+def _two_workers(app, settings, monkeypatch, hook: str, then):  # type: ignore[no-untyped-def]
+    """Make every connector of this test interleave ``then`` (given a fresh session) into its first ``hook``."""
+    real_connector_for = dispatch.connector_for
+    steps = [lambda: then(app.extensions["gridshift"].sessions())]
+    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, cfg: _Interleaved(
+        real_connector_for(cluster, cfg), hook, steps.pop() if steps else None))  # fmt: skip
+
+
+def test_give_up_racing_a_recovered_submit_does_not_run_the_job_twice(app, session, settings, tenant_id, clusters,
+                                                                       monkeypatch):  # fmt: skip
+    job = add_job(session, tenant_id, command="sleep 60")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    # worker A gives up (its find says: no job yet) while worker B, recovering the claim, submits it
+    recovered = lambda other: dispatch.submit_run(other, settings, run_id, now=utcnow(), worker="B")  # noqa: E731
+    _two_workers(app, settings, monkeypatch, "find", recovered)
+    out = dispatch.give_up(session, settings, run_id, "controller not answering", now=utcnow())
+    monkeypatch.undo()
+    assert out.state != "failed" and not out.replan
+    session.expire_all()
+    run = session.get(Run, run_id)
+    assert run.state == RunState.SUBMITTED and run.runtime_job_id == run.run_key
+    assert session.get(Job, job.id).state == JobState.SUBMITTED and len(runs_of(session, job.id)) == 1
+    get_connector("local", run.cluster.config).cancel(run.runtime_job_id)
+
+
+def test_submit_that_lands_after_a_give_up_cancels_its_runtime_job(app, session, settings, tenant_id, clusters,
+                                                                    monkeypatch):  # fmt: skip
+    job = add_job(session, tenant_id, command="sleep 60")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    # worker B submits; before its job lands, worker A gives up (no job yet), fails the run and re-plans the job
+    gave_up = lambda other: dispatch.give_up(other, settings, run_id, "timed out", now=utcnow())  # noqa: E731
+    _two_workers(app, settings, monkeypatch, "submit", gave_up)
+    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker="B")
+    monkeypatch.undo()
+    assert out.state == "failed"
+    session.expire_all()
+    run = session.get(Run, run_id)
+    assert run.state == RunState.FAILED and session.get(Job, job.id).state == JobState.PENDING
+    connector = get_connector("local", run.cluster.config)
+    assert run.runtime_job_id == run.run_key  # recorded, and stopped: the re-planned job runs once
+    wait_for(lambda: connector.poll(run.runtime_job_id).status is RunStatus.CANCELLED)
+
+
 def test_unreachable_runtime_leaves_runs_alone_during_sync(session, settings, tenant_id, clusters, monkeypatch):
     job = add_job(session, tenant_id, command="sleep 5")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
