@@ -27,6 +27,7 @@ otherwise the run waits in ``dispatching`` for the recovery above. Claiming live
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -210,22 +211,28 @@ def _mark_submitted(
     if won.rowcount != 1:  # type: ignore[attr-defined]
         # The run was closed while we talked to the runtime (cancelled, or failed by another worker's give_up,
         # which re-planned the job): the job we submitted belongs to no run, so it must not run.
-        if run.state in TERMINAL_RUN_STATES and run.runtime_job_id != runtime_id:
-            if run.runtime_job_id is None:
-                run.runtime_job_id = runtime_id
-            connector.cancel(runtime_id)
+        orphan = run.state in TERMINAL_RUN_STATES and run.runtime_job_id != runtime_id
+        if orphan and run.runtime_job_id is None:
+            run.runtime_job_id = runtime_id  # recorded first: a cancel that fails must not lose the id
         session.commit()
+        if orphan:
+            try:
+                connector.cancel(runtime_id)
+            except ConnectorError as exc:
+                run.error = f"{run.error or run.state.value}; runtime job {runtime_id} could not be cancelled: {exc}"
+                session.commit()
         return SubmitOutcome(run_id, run.state.value, runtime_id, adopted)
     # The job as committed now, locked on PostgreSQL until this commit: a cancel the API made during the
     # runtime call must win over "submitted" (the stale read of the job before that call cannot tell).
     job = reread_job(session, run.job, lock=True)
     how = "found on the runtime (earlier attempt)" if adopted else "submitted"
-    if job.state == JobState.CANCELLED:
-        connector.cancel(runtime_id)  # cancelled through the API during the submit
-    else:
+    if job.state != JobState.CANCELLED:
         move_job(session, job, JobState.SUBMITTED, f"run {run.run_key} {how} as {runtime_id}", at=now,
                  only_from=(JobState.DISPATCHING, JobState.PLANNED, JobState.PENDING))  # fmt: skip
-    session.commit()
+    session.commit()  # the runtime id first: the status sync cancels the job of a cancelled job if we cannot
+    if job.state == JobState.CANCELLED:
+        with contextlib.suppress(ConnectorError):  # when this fails, the next status sync cancels it
+            connector.cancel(runtime_id)  # cancelled through the API during the submit
     return SubmitOutcome(run_id, RunState.SUBMITTED.value, runtime_id, adopted)
 
 

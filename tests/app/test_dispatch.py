@@ -207,6 +207,45 @@ def test_cancel_made_while_the_submit_is_in_flight_wins(client, session, setting
     assert session.get(Job, job.id).state == JobState.CANCELLED
 
 
+class _CancelledDuringSubmitCancelFails:
+    """The real runtime, but the user cancels the job during the submit, and the runtime's cancel fails."""
+
+    def __init__(self, real, cancel_job) -> None:  # type: ignore[no-untyped-def]
+        self.real, self.cancel_job = real, cancel_job
+
+    def submit(self, spec):  # type: ignore[no-untyped-def]
+        self.cancel_job()
+        return self.real.submit(spec)
+
+    def cancel(self, runtime_job_id):  # type: ignore[no-untyped-def]
+        raise ConnectorError("controller not answering", retryable=True, kind="fake")
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.real, name)
+
+
+def test_a_failed_cancel_after_submit_keeps_the_runtime_job_for_the_sync(client, session, settings, tenant_id,
+                                                                          clusters, monkeypatch):  # fmt: skip
+    job = add_job(session, tenant_id, command="sleep 60")
+    write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
+    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    make_session = client.application.extensions["gridshift"].sessions
+    real_connector_for = dispatch.connector_for
+    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, cfg: _CancelledDuringSubmitCancelFails(
+        real_connector_for(cluster, cfg), lambda: _cancel_through_api(client, make_session(), job.id)))  # fmt: skip
+    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
+    monkeypatch.undo()
+    assert out.state == "submitted"
+    session.expire_all()
+    run = session.get(Run, run_id)
+    assert run.runtime_job_id == run.run_key  # recorded although the cancel failed: the sync can still stop it
+    assert dispatch_sync.sync(session, settings, now=utcnow()).cancelled == (run_id,)
+    connector = get_connector("local", run.cluster.config)
+    wait_for(lambda: connector.poll(run.runtime_job_id).status is RunStatus.CANCELLED)
+    session.expire_all()
+    assert session.get(Job, job.id).state == JobState.CANCELLED
+
+
 def test_cancel_made_while_a_failed_run_is_polled_is_not_replanned(client, session, settings, tenant_id, clusters,
                                                                     monkeypatch):  # fmt: skip
     job = add_job(session, tenant_id, command="sleep 60")
