@@ -2,7 +2,9 @@
 
 Hardware types map to Ray custom resources (``entrypoint_resources``), by default the upper-case code
 (``h100`` -> ``H100``). Ray has no delayed start: a ``begin_at`` in the future is honoured by a wait in
-the entrypoint (the resources are held while it waits) and reported as pending until then.
+the entrypoint (the resources are held while it waits) and reported as pending until then. Nor has it a time
+limit: the command runs under coreutils ``timeout`` (``time_limit_minutes`` from the end of that wait, then SIGTERM,
+and SIGKILL ``KILL_AFTER_S`` later), so a chunk or a run that overruns is stopped as on the other runtimes.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from connectors.base import (
 from connectors.registry import register
 
 __all__ = ["RayConnector"]
+
+#: Seconds between the SIGTERM at the time limit and the SIGKILL [s].
+KILL_AFTER_S = 30
+#: Exit status of coreutils ``timeout`` when the time limit stopped the command.
+TIMED_OUT = (124, 137)
 
 _STATES = {
     "PENDING": RunStatus.PENDING,
@@ -152,10 +159,10 @@ class RayConnector:
             raise ConfigError(f"run {spec.run_key}: Ray needs a command", field="command", kind=self.kind)
         if self.find(spec.run_key) is not None:
             return spec.run_key
-        entrypoint = spec.command
+        limited = (f"exec timeout --kill-after={KILL_AFTER_S} {spec.time_limit_minutes * 60} "
+                   f"sh -c {shlex.quote(spec.command)}")  # fmt: skip
         wait_s = math.ceil((spec.begin_at - datetime.now(UTC)).total_seconds()) if spec.begin_at else 0
-        if wait_s > 0:
-            entrypoint = f"sleep {wait_s}; exec sh -c {shlex.quote(spec.command)}"
+        entrypoint = f"sleep {wait_s}; {limited}" if wait_s > 0 else limited
         kwargs: dict[str, Any] = {
             "entrypoint": entrypoint,
             "submission_id": spec.run_key,
@@ -166,6 +173,7 @@ class RayConnector:
                 "gpu_count": str(spec.gpu_count),
                 "gpu_resource": self._resource(spec.hardware) if spec.gpu_count else "",
                 "begin_at": spec.begin_at.isoformat() if spec.begin_at else "",
+                "time_limit_minutes": str(spec.time_limit_minutes),
             },
         }
         if spec.gpu_count:
@@ -196,13 +204,18 @@ class RayConnector:
             started = begin if status is not RunStatus.RUNNING or datetime.now(UTC) >= begin else None
             if status is RunStatus.RUNNING and started is None:
                 status = RunStatus.PENDING
+        exit_code = getattr(info, "driver_exit_code", None) if status.terminal else None
+        message = (info.message or "") if status is not RunStatus.RUNNING else ""
+        limit = (info.metadata or {}).get("time_limit_minutes")
+        if status is RunStatus.FAILED and exit_code in TIMED_OUT and limit:
+            message = f"time limit of {limit} min reached"
         return RuntimeState(
             runtime_job_id=runtime_job_id,
             status=status,
             started_at=started if status is not RunStatus.PENDING else None,
             finished_at=finished if status.terminal else None,
-            exit_code=getattr(info, "driver_exit_code", None) if status.terminal else None,
-            message=(info.message or "") if status is not RunStatus.RUNNING else "",
+            exit_code=exit_code,
+            message=message,
         )
 
     def cancel(self, runtime_job_id: str) -> None:
