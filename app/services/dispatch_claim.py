@@ -35,7 +35,8 @@ class TickResult:
     recovered : tuple of int
         Runs whose stale claim was taken over (to be submitted again).
     failed_jobs : tuple of int
-        Jobs that could not be dispatched (no cluster in the region, no command) and were re-queued or failed.
+        Jobs that could not be dispatched (no cluster in the region, a paused job with no chunk to continue) and
+        were re-queued or failed; the caller triggers a re-plan.
     """
 
     claimed: tuple[int, ...] = ()
@@ -169,8 +170,9 @@ def _claim_resumable(
         session.refresh(job)
         job.resume_at = None
         following = next_chunk(session, job.id)
-        if following is None:  # its chunk run or assignment is gone: plan the whole job again
+        if following is None:  # its chunk run or assignment is gone: plan the whole job again (a re-plan is due)
             job_service.set_state(session, job, JobState.PENDING, "paused without a chunk to continue", at=now)
+            failed.append(job.id)
             continue
         assignment, chunk_index = following
         run = _new_run(session, job, assignment, now=now, worker=worker, chunk_index=chunk_index)

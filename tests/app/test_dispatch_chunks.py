@@ -127,7 +127,9 @@ def test_a_paused_job_with_no_chunk_to_continue_goes_back_to_planning(session, s
     # its chunk run is gone, and no plan is current: resuming must not wait for one
     job.state, job.resume_at = JobState.PAUSED, utcnow() - timedelta(minutes=1)
     session.commit()
-    assert dispatch.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
+    result = dispatch.tick(session, settings, now=utcnow(), worker=W)
+    assert result.to_submit == ()
+    assert result.failed_jobs == (job.id,)  # the tick task asks for a re-plan: the job is not left waiting
     session.expire_all()
     job = session.get(Job, job.id)
     assert job.state == JobState.PENDING and job.resume_at is None
