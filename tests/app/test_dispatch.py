@@ -413,6 +413,8 @@ def test_give_up_racing_a_recovered_submit_does_not_run_the_job_twice(app, sessi
 
 def test_submit_that_lands_after_a_give_up_cancels_its_runtime_job(app, session, settings, tenant_id, clusters,
                                                                     monkeypatch):  # fmt: skip
+    if not settings.is_sqlite:
+        pytest.skip("on PostgreSQL the submit holds its run's row lock, so a give-up waits for it and loses")
     job = add_job(session, tenant_id, command="sleep 60")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
     (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
