@@ -35,7 +35,7 @@ from optimizer.assemble import assemble_plan
 from optimizer.bound import Choice, Multipliers, choice_cost, evaluate, subgradient
 from optimizer.candidates import Candidates, improve_fast, place_fast, repair_left_out
 from optimizer.cpsat import build_classes, build_model, build_options, read_solution, solve_model
-from optimizer.dive import lp_dive
+from optimizer.dive import dive_portfolio
 from optimizer.eject import eject_improve
 from optimizer.heuristic import greedy_order, improve, penalised_objective, place, size_order
 from optimizer.lp import column_generation
@@ -49,7 +49,7 @@ from optimizer.submip import rins
 from optimizer.tables import Tables, build_tables
 
 # share of the time left after the LP that the dive may take (it completes its plan greedily when time runs out)
-DIVE_SHARE = 0.6
+DIVE_SHARE = 0.7
 # time left [s] below which the MIP around the best plan is not started: at 1,000 jobs in 10 s it gets ~5 s and
 # found nothing better in 3 of 3 seeds, in 30 s it gets ~25 s (seed 1: 650.5 against 663.0 without it)
 RINS_MIN_S = 8.0
@@ -187,22 +187,12 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
             t = lap("lp_rounding", t)
             if left() > 0.3 * limit:
                 # the LP stays in the loop while jobs are fixed a few at a time (1,000 jobs, seeds 0/1/2:
-                # 783.7, 649.7, 830.2 in ~3 s, against 799.1, 780.7, 840.4 from the rounding above); the second
-                # worker dives with twice the jobs per step (which ends lower varies) and the better plan is kept
-                master, dive_s = info.pop("master"), DIVE_SHARE * left()
-                wide = max(10, int(0.05 * tb.J))
-                other = (
-                    fork_call(lambda: lp_dive(tb, master, rep, counts, time_limit_s=dive_s, batch=wide))
-                    if params.num_workers >= 2
-                    else None
+                # 783.7, 648.7, 830.2 in 2-5 s, against 799.1, 780.7, 840.4 from the rounding above); dives with
+                # different steps run side by side (which one ends lowest varies) and every plan is a start
+                dives = dive_portfolio(
+                    tb, info.pop("master"), rep, counts, time_limit_s=DIVE_SHARE * left(), workers=params.num_workers
                 )
-                dives: list[Choice | None] = [lp_dive(tb, master, rep, counts, time_limit_s=dive_s)]
-                if other is not None:
-                    dives.append(other.result(timeout_s=max(0.0, dive_s - (time.perf_counter() - t)) + 0.5))
                 for k, dived in enumerate(dives):
-                    if dived is None:
-                        notes.append("lp dive on the second worker: no plan in time")
-                        continue
                     starts.append(dived)
                     score = _score(tb, dived)
                     notes.append(f"lp dive {k} objective={score:.6g}")

@@ -90,3 +90,21 @@ def test_solve_dives_on_both_workers_or_on_one_and_keeps_a_checked_plan():
     assert [n for n in one.stats.notes if n.startswith("lp dive")] == [
         next(n for n in one.stats.notes if n.startswith("lp dive 0"))
     ]
+
+
+def test_the_portfolio_dives_in_children_and_leaves_the_lp_as_it_was():
+    from optimizer.dive import DIVE_LANES, dive_portfolio
+    from optimizer.tables import build_tables
+
+    tb = build_tables(_medium(6))
+    rep, counts, master = _master(tb)
+    n_columns = len(master.columns)
+    plans = dive_portfolio(tb, master, rep, counts, time_limit_s=20.0, workers=2)
+    # every lane's first dive ends well within 20 s here, and so does the first lane's second
+    assert len(plans) == sum(len(lane) for lane in DIVE_LANES)
+    assert all(_fits(tb, p) for p in plans)
+    # the dives fixed and priced their own copies: this LP has no bound raised and no column added
+    assert len(master.columns) == n_columns
+    assert all(var.lower_bound == 0.0 for _, var in master.column_vars)
+    alone = dive_portfolio(tb, master, rep, counts, time_limit_s=20.0, workers=1)
+    assert len(alone) == 1 and _fits(tb, alone[0])
