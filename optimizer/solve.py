@@ -155,6 +155,15 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         the cost cap."""
         return best_score if np.isfinite(best_score) else upper
 
+    def offer(cand: Choice, label: str, extra: str = "") -> None:
+        """A plan from the LP: a start for the fast moves, and the best plan if it is better."""
+        nonlocal best, best_score
+        starts.append(cand)
+        score = _score(tb, cand)
+        notes.append(f"{label} objective={score:.6g}{extra}")
+        if score < best_score:
+            best, best_score = cand, score
+
     cls, rep, counts = build_classes(tb)
     lp_converged = False
     cand_ls = cand0
@@ -178,12 +187,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         cand_ls = lp_candidates(tb, cls, info["columns_table"], found0)  # more starts for local search
         if info["primal"] is not None:
             lp_sol = (cls, info["primal"])
-            cand = round_lp(tb, cls, info["primal"], m)
-            starts.append(cand)
-            score = _score(tb, cand)
-            notes.append(f"lp rounding objective={score:.6g} (greedy {best_score:.6g})")
-            if score < best_score:
-                best, best_score = cand, score
+            offer(round_lp(tb, cls, info["primal"], m), "lp rounding", f" (greedy {best_score:.6g})")
             t = lap("lp_rounding", t)
             if left() > 0.3 * limit:
                 # the LP stays in the loop while jobs are fixed a few at a time (1,000 jobs, seeds 0/1/2:
@@ -193,11 +197,7 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
                     tb, info.pop("master"), rep, counts, time_limit_s=DIVE_SHARE * left(), workers=params.num_workers
                 )
                 for k, dived in enumerate(dives):
-                    starts.append(dived)
-                    score = _score(tb, dived)
-                    notes.append(f"lp dive {k} objective={score:.6g}")
-                    if score < best_score:
-                        best, best_score = dived, score
+                    offer(dived, f"lp dive {k}")
                 t = lap("lp_dive", t)
         info.pop("master", None)  # the LP's solver state: not needed further
         if not info["converged"] and left() > 0.5 * limit:

@@ -101,7 +101,8 @@ def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings,
     assert entry.cost == pytest.approx(sum(r.cost for r in runs))
 
 
-def test_cancelling_a_paused_job_keeps_its_next_chunk_from_running(client, session, settings, small_fleet, tmp_path):
+def _two_chunks_first_claimed(session, settings, tmp_path) -> tuple[str, Job, int]:
+    """A team's token and its interruptible job planned in two chunks, the first due and claimed (its run id)."""
     token = make_token(session, "team-a")
     tenant_id = auth.get_tenant(session, "team-a").id
     add_local_clusters(session, tmp_path)
@@ -110,6 +111,11 @@ def test_cancelling_a_paused_job_keeps_its_next_chunk_from_running(client, sessi
     _chunked_plan(session, job, [(t0 - timedelta(minutes=30), t0 + timedelta(seconds=1)),
                                  (t0 + timedelta(seconds=2), t0 + timedelta(hours=1))])
     (first,) = dispatch.tick(session, settings, now=t0, worker=W).claimed
+    return token, job, first
+
+
+def test_cancelling_a_paused_job_keeps_its_next_chunk_from_running(client, session, settings, small_fleet, tmp_path):
+    token, job, first = _two_chunks_first_claimed(session, settings, tmp_path)
     _finish(session, settings, first)
     assert session.get(Job, job.id).state == JobState.PAUSED
     resp = client.post(f"/api/v1/jobs/{job.id}/cancel", headers={"Authorization": f"Bearer {token}"})
@@ -140,14 +146,7 @@ def test_a_chunk_cancelled_while_it_is_polled_is_not_paused_for_the_next(client,
                                                                         tmp_path, monkeypatch):  # fmt: skip
     from connectors.local import LocalConnector
 
-    token = make_token(session, "team-a")
-    tenant_id = auth.get_tenant(session, "team-a").id
-    add_local_clusters(session, tmp_path)
-    job = add_job(session, tenant_id, interruptible=True, command="true")
-    t0 = utcnow()
-    _chunked_plan(session, job, [(t0 - timedelta(minutes=30), t0 + timedelta(seconds=1)),
-                                 (t0 + timedelta(seconds=2), t0 + timedelta(hours=1))])
-    (first,) = dispatch.tick(session, settings, now=t0, worker=W).claimed
+    token, job, first = _two_chunks_first_claimed(session, settings, tmp_path)
     dispatch.submit_run(session, settings, first, now=utcnow(), worker=W)
     real_poll = LocalConnector.poll
 
