@@ -47,6 +47,8 @@ bench-api: venv
 bench-plan: venv
 	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --jobs 1000 --time-limit 10
 	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --scale 100,1000,10000 --scale-limits 10,10,60
+	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --jobs 1000 --time-limit 10 \
+	  --seeds 0,1,2,3,4,5 --policies gridshift
 bench-replay: venv
 	$(BIN)/python bench/plan_bench.py --data $(SHARED_DATA)/harmonized --start 2022-01-01 --replay-days 365 \
 	  --jobs 200 --time-limit 3 --workers 1 --replay-workers $$(nproc) --forecast naive --json
