@@ -113,3 +113,30 @@ def test_solve_collects_the_mip_plan_from_the_second_worker_or_runs_it_alone(mon
     off = solve(pb, SolveParams(time_limit_s=2.0, num_workers=2, random_seed=3, max_cpsat_jobs=0, rins=False))
     assert check_plan(pb, off).ok
     assert not any("rins" in note for note in off.stats.notes)
+
+
+def test_a_plan_packed_to_the_last_milliwatt_still_starts_the_mip():
+    """The MIP's power rows keep a margin against rounding, but never below what the plan it starts from draws."""
+    from optimizer.bound import usage
+    from optimizer.cpsat import build_classes
+    from optimizer.dive import lp_dive
+    from optimizer.heuristic import greedy_order, penalised_objective, place
+    from optimizer.lp import column_generation
+    from optimizer.submip import rins
+    from optimizer.tables import build_tables
+
+    rng = np.random.default_rng(1)
+    # 2.8 kW is four H100s exactly: the cheap slots fill to the last mW
+    regions = [region(n, rng.integers(5, 100, 16), gpus=8, budget_kw=2.8) for n in ("A", "B")]
+    tb = build_tables(problem(regions, [job(f"j{i}", dur=int(rng.integers(2, 5)), n_slots=16) for i in range(30)]))
+    cls, rep, counts = build_classes(tb)
+    _, _, info = column_generation(tb, cls, rep, counts, [place(tb, greedy_order(tb))], time_limit_s=10.0,
+                                   keep_master=True)
+    packed = lp_dive(tb, info["master"], rep, counts, time_limit_s=5.0)
+    _, kw = usage(tb, packed)
+    assert (np.abs(kw - tb.kw_cap) < 1e-9).any()
+    every = np.ones(len(rep), dtype=bool)
+    # far too little time to find a plan from nothing: only the start can be given back
+    got = rins(tb, cls, rep, counts, info["columns_table"], info["primal"], packed, time_limit_s=0.05, free=every)
+    assert got is not None and _fits(tb, got)
+    assert penalised_objective(tb, got) <= penalised_objective(tb, packed) + 1e-9
