@@ -13,12 +13,15 @@ step
 2. a column that no longer fits gets its upper bound at the jobs already fixed on it, and the job's best option
    that still fits (at the current duals) joins the LP as a column, so the LP keeps a way to place the class
    (pricing alone would offer the forbidden column again: it is still the cheapest at those duals);
-3. prices new columns at the current duals and re-solves, by the dual simplex from the last basis (raised
-   bounds keep it dual feasible).
+3. prices new columns at the current duals (every ``price_every`` steps) and re-solves, by the dual simplex from
+   the last basis (raised bounds keep it dual feasible).
 
 Only the jobs fixed are a plan: fixed jobs never exceed any capacity. When no column can take one more job, or
 the time is up, the rest is placed by the LP's remaining mass where it fits, else by the best feasible option at
 the LP's duals. The dive's LP value is not a bound (the fixings restrict it).
+
+Which step size ends lowest varies from problem to problem, so ``dive_portfolio`` runs several dives from the same
+LP, each in a forked child, two at a time, and the planner takes every plan as a start.
 """
 
 from __future__ import annotations
