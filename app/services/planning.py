@@ -6,8 +6,8 @@ The Problem covers ``horizon_hours`` from ``now`` (floored to the slot) in slots
 * capacity already held by work that has been dispatched (states dispatching/submitted/running, and paused
   between the chunks of an interruptible job) is taken off the inventory and the power budget, slot by slot,
   from the assignment its run executes (whichever plan that came from: later plans hold none for it);
-* prices and carbon intensity per region zone: the latest succeeded forecast run's points where present,
-  else the realised market series; a slot with neither is NaN (jobs that cannot avoid it are left out with
+* prices and carbon intensity per region zone: the realised (published) market series where present, else
+  the latest succeeded forecast run's points; a slot with neither is NaN (jobs that cannot avoid it are left out with
   the reason ``invalid_prices``);
 * jobs in state pending or planned, durations from the fleet's throughput profiles, power per GPU from the
   profiles or the power model.
@@ -124,16 +124,22 @@ def objective_of(settings: Settings, objective: str) -> Objective:
 
 
 def _series(session: Session, zone: str, kind: SeriesKind, slots: list[datetime], end: datetime) -> list[float]:
-    """Value per slot start: latest succeeded forecast point of the hour, else the realised point, else NaN."""
+    """Value per slot start: the realised (published) point of the hour, else the latest succeeded forecast point
+    of the hour, else a published forecast in ``market_series``, else NaN.
+
+    A known value beats every forecast of it: once the day-ahead auction has published tomorrow's prices, the
+    forecast issued the day before still covers those hours, and the refresh after the auction starts after them.
+    """
     start = slots[0]
     hourly: dict[datetime, float] = {}
+    known: dict[datetime, float] = {}
     for row in session.scalars(
         select(MarketSeries)
         .where(MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start - timedelta(hours=1),
                MarketSeries.ts < end)
         .order_by(MarketSeries.ts, MarketSeries.id)
     ):
-        hourly[row.ts] = row.value
+        (known if row.issued_at is None else hourly)[row.ts] = row.value
     rows = session.execute(
         select(ForecastPoint.ts, ForecastPoint.value)
         .join(ForecastRun, ForecastRun.id == ForecastPoint.run_id)
@@ -143,6 +149,7 @@ def _series(session: Session, zone: str, kind: SeriesKind, slots: list[datetime]
     )
     for ts, value in rows:  # later runs overwrite earlier ones
         hourly[ts] = value
+    hourly.update(known)
     out = []
     for t in slots:
         hour = t.replace(minute=0, second=0, microsecond=0)

@@ -297,3 +297,27 @@ def test_a_region_priced_in_another_currency_needs_its_rate_and_is_converted_wit
     a = session.scalar(select(Assignment).where(Assignment.plan_id == record.plan_id))
     assert a.currency == "EUR"
     assert math.isclose(a.cost, a.energy_kwh * 60 * 2.0 / 1000, rel_tol=1e-6)  # 60 CHF/MWh at 2 EUR per CHF
+
+
+def test_published_day_ahead_prices_beat_the_forecast_issued_before_the_auction(session, settings, market, now):
+    from app.enums import ForecastRunStatus
+    from app.models import ForecastPoint, ForecastRun
+
+    # yesterday's refresh forecast DE flat at 100 EUR/MWh over the two days ahead; the auction has since published
+    # the prices of those hours (the market fixture: cheap at now + 5 h), and today's refresh starts after them
+    stale = ForecastRun(zone="DE", kind=SeriesKind.PRICE, model="lear", issued_at=now - timedelta(hours=11),
+                        status=ForecastRunStatus.SUCCEEDED)
+    fresh = ForecastRun(zone="DE", kind=SeriesKind.PRICE, model="lear", issued_at=now - timedelta(minutes=30),
+                        status=ForecastRunStatus.SUCCEEDED)
+    session.add_all([stale, fresh])
+    session.flush()
+    session.add_all([ForecastPoint(run_id=stale.id, ts=now + timedelta(hours=k), value=100.0) for k in range(48)])
+    session.add_all([ForecastPoint(run_id=fresh.id, ts=now + timedelta(hours=k), value=100.0) for k in range(72, 96)])
+    session.commit()
+    add_job(session, now, gpu_count=4, reference_gpu_hours=8.0, allowed_regions=["de"], allowed_hardware=["h100"])
+    record = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    a = session.scalar(select(Assignment).where(Assignment.plan_id == record.plan_id))
+    assert a.start_at == now + timedelta(hours=5) and a.end_at == now + timedelta(hours=7)
+    energy = 4 * (90 + 0.85 * 610) / 1000 * 2 * 1.2
+    assert math.isclose(a.cost, energy * 10 / 1000, rel_tol=1e-6)  # the published 10 EUR/MWh, not the forecast's 100
