@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -56,7 +57,7 @@ class RegionView:
     series: list[SeriesView]
     slots: list[datetime]  # hour starts
     planned_kw: list[float]  # facility power of the current plan per hour [kW]
-    budget_kw: list[float]  # budget per hour, overrides applied [kW]
+    budget_kw: list[float]  # lowest budget in force during the hour, overrides applied [kW]
     gpus: list[dict[str, Any]]  # [{hardware, inventory, in_use_now, peak_planned}]
 
 
@@ -77,6 +78,25 @@ def quantile_level(key: str) -> float | None:
     if level >= 1.0 and key.strip().lower()[:1] in ("q", "p"):
         level /= 100.0
     return level if 0.0 < level < 1.0 else None
+
+
+def lowest_budget_kw(base_kw: float, overrides: Iterable[tuple[datetime, datetime, float]], start: datetime,
+                     end: datetime) -> float:
+    """The lowest power budget in force at any moment of [start, end) [kW].
+
+    Each override ``(start_at, end_at, power_kw)`` sets the budget over its own half-open window, the lowest one
+    wins where they overlap, and the region's ``base_kw`` holds wherever none does.
+    """
+    windows = sorted((max(s, start), min(e, end), kw) for s, e, kw in overrides if s < end and e > start)
+    if not windows:
+        return base_kw
+    lowest = min(kw for _s, _e, kw in windows)
+    covered_to = start
+    for s, e, _kw in windows:
+        if s > covered_to:  # a gap: the region's own budget holds there
+            return min(lowest, base_kw)
+        covered_to = max(covered_to, e)
+    return lowest if covered_to >= end else min(lowest, base_kw)
 
 
 def assignment_power_kw(a: Any) -> float:
@@ -165,10 +185,8 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
                     peak[(a.region_id, a.hardware)][i] += gpus
     out = []
     for r in regions:
-        budget = []
-        for slot in slots:
-            active = [o.power_kw for o in r.overrides if o.start_at <= slot < o.end_at]
-            budget.append(min(active) if active else r.power_budget_kw)
+        windows = [(o.start_at, o.end_at, o.power_kw) for o in r.overrides]
+        budget = [lowest_budget_kw(r.power_budget_kw, windows, slot, slot + timedelta(hours=1)) for slot in slots]
         gpus = [
             {"hardware": inv.hardware_type.code, "inventory": inv.gpu_count,
              "in_use_now": in_use.get((r.id, inv.hardware_type.code), 0),
