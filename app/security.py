@@ -1,9 +1,11 @@
 """Request limits and response hardening: rate limits per token, body size, secure cookies, security headers.
 
-Rate limits come from ``settings.rate_limit`` (e.g. ``"600 per minute"``) and are counted per API token, or per
-client address before a token is known. Counters live in ``settings.rate_limit_storage_url``: ``memory://`` for the
-embedded default (one process), ``redis://host:6379/N`` in production so that every gunicorn worker shares them.
-A limit storage that is down never takes the API down with it: the limiter falls back to in-process counters.
+Rate limits come from ``settings.rate_limit`` (e.g. ``"600 per minute"``) and are counted per API token. Failed
+authentications (a 401 from the API, a failed sign-in) are counted per client address against the same figure; an
+address that has spent it is answered 429 before any token it sends is looked up. Counters live in
+``settings.rate_limit_storage_url``: ``memory://`` for the embedded default (one process), ``redis://host:6379/N``
+in production so that every gunicorn worker shares them. A limit storage that is down never takes the API down
+with it: the limiter falls back to in-process counters.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import hashlib
 import logging
 import time
 
-from flask import Flask, current_app, g, request
+from flask import Flask, current_app, g, request, session
 from flask_limiter import Limiter
+from limits import RateLimitItem, parse_many
 from sqlalchemy.exc import OperationalError
 from werkzeug.wrappers import Response
 
@@ -47,12 +50,76 @@ def rate_limit_key() -> str:
     principal = g.get("principal")
     if principal is not None:
         return f"session:{principal.token_id}"
+    return _address()
+
+
+def _address() -> str:
     return f"addr:{request.remote_addr or '-'}"
 
 
 def _exempt() -> bool:
     path = request.path
     return path in EXEMPT_PATHS or path.startswith(EXEMPT_PREFIXES) or not path.startswith("/api/")
+
+
+def _needs_token() -> bool:
+    """Requests that present a token: every API call but the public ones, and a sign-in."""
+    if request.path == "/ui/signin":
+        return request.method == "POST"
+    return request.path.startswith("/api/") and not _exempt()
+
+
+def _known_good() -> bool:
+    """A request whose credential cannot be a guess: a signed dashboard session, or a bearer token this process
+    resolved moments ago. They skip the failure check, so a busy token costs no extra call to the limit storage."""
+    from app.db import utcnow
+    from app.services.auth import hash_token
+
+    header = request.headers.get("Authorization", "")
+    if header.startswith("Bearer "):
+        principals = current_app.extensions["gridshift"].principals
+        return principals.get(hash_token(header[7:].strip()), utcnow()) is not None
+    return request.path != "/ui/signin" and bool(session.get("token_id"))
+
+
+_FAILURES = ("gridshift", "auth-failures")
+
+
+def _failure_limits() -> list[RateLimitItem]:
+    settings: Settings = current_app.config["GRIDSHIFT_SETTINGS"]
+    return parse_many(settings.rate_limit) if settings.rate_limit else []
+
+
+def _refuse_after_failures() -> Response | None:
+    """Before authentication: an address that has spent its budget of failed authentications gets 429."""
+    limits = _failure_limits()
+    if not limits or not _needs_token() or _known_good():
+        return None
+    strategy = current_app.extensions["gridshift_limiter"].limiter
+    try:
+        spent = [item for item in limits if not strategy.test(item, *_FAILURES, _address())]
+        if not spent:
+            return None
+        reset_at = max(strategy.get_window_stats(item, *_FAILURES, _address()).reset_time for item in spent)
+    except Exception:  # a limit storage that is down never takes the API down (as for the limiter itself)
+        log.warning("rate-limit storage unavailable; failed authentications are not counted", exc_info=True)
+        return None
+    from app.api import problem
+
+    resp = problem(429, "Too many requests", "too many failed authentications from this address; retry later")
+    resp.headers["Retry-After"] = str(max(1, int(reset_at - time.time())))
+    return resp
+
+
+def _count_failure(resp: Response) -> Response:
+    if resp.status_code == 401 and _needs_token():
+        strategy = current_app.extensions["gridshift_limiter"].limiter
+        try:
+            for item in _failure_limits():
+                strategy.hit(item, *_FAILURES, _address())
+        except Exception:
+            log.warning("rate-limit storage unavailable; failed authentications not counted", exc_info=True)
+    return resp
 
 
 def build_limiter(settings: Settings) -> Limiter:
@@ -184,6 +251,9 @@ def init_app(app: Flask) -> None:
     limiter.init_app(app)
     app.extensions["gridshift_limiter"] = limiter
     app.before_request(_ids_in_range)
+    # first of all before-request hooks: the API's authentication must not run for an address that is refused
+    app.before_request_funcs.setdefault(None, []).insert(0, _refuse_after_failures)
+    app.after_request(_count_failure)
     app.register_error_handler(OperationalError, _database_unavailable)
     app.after_request(_harden)
     document_problem_responses(app)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
+import secrets
+from dataclasses import replace
+
 import pytest
 from sqlalchemy import select
 
-from app import crypto
+from app import create_app, crypto
 from app.commands import keys as keys_cmd
 from app.models import Cluster
 from app.services import fleet
+from tests.conftest import make_token
 
 
 @pytest.mark.parametrize("change", [{"token": "new-credential"}, None])
@@ -40,3 +45,31 @@ def test_a_credential_changed_during_key_rotation_is_kept(app, session, settings
     else:
         # the newer credential, under the newest key
         assert fleet.cluster_secrets(row, new_keys[:1]) == change
+
+
+@pytest.fixture
+def limited(settings):  # type: ignore[no-untyped-def]
+    application = create_app(replace(settings, rate_limit="5 per minute"))
+    yield application
+    application.extensions["gridshift"].engine.dispose()
+
+
+def test_failed_authentications_are_limited_per_address(limited, session):
+    client = limited.test_client()
+    token = make_token(session, "team-a")
+    guess = lambda: {"Authorization": f"Bearer gs_{secrets.token_hex(4)}_guess"}  # noqa: E731
+    guesses = [client.get("/api/v1/me", headers=guess()).status_code for _ in range(5)]
+    assert guesses == [401] * 5
+    refused = client.get("/api/v1/me", headers={"Authorization": "Bearer gs_0000_another-guess"})
+    assert refused.status_code == 429 and refused.mimetype == "application/problem+json"
+    assert int(refused.headers["Retry-After"]) > 0
+    assert client.get("/api/v1/me").status_code == 429  # no token at all counts the same
+    # sign-in form guesses from that address are refused too, before the token is looked up
+    html = client.get("/ui/signin").get_data(as_text=True)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)  # type: ignore[union-attr]
+    assert client.post("/ui/signin", data={"token": token, "csrf": csrf}).status_code == 429
+    # another address is not affected
+    other = limited.test_client()
+    other.environ_base["REMOTE_ADDR"] = "192.0.2.7"
+    assert other.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert client.get("/api/v1/health").status_code == 200  # probes are never limited
