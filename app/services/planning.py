@@ -2,7 +2,8 @@
 
 The Problem covers ``horizon_hours`` from ``now`` (floored to the slot) in slots of ``settings.slot_minutes``:
 
-* regions with their PUE, power budget per slot (the lowest override covering a slot wins), GPU inventory;
+* regions with their PUE, power budget per slot (the lowest in force at any moment of the slot: an override
+  sets it over its own window, the lowest wins where they overlap), GPU inventory;
 * capacity already held by work that has been dispatched (states dispatching/submitted/running, and paused
   between the chunks of an interruptible job) is taken off the inventory and the power budget, slot by slot,
   from the assignment its run executes (whichever plan that came from: later plans hold none for it);
@@ -48,6 +49,7 @@ from app.services import jobs as job_service
 from app.services.audit import last_entry
 from app.services.capacity import held_intervals
 from app.services.fleet import FleetSnapshot, snapshot
+from app.services.overview import lowest_budget_kw
 from optimizer import (
     SOLVERS,
     Objective,
@@ -216,11 +218,12 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
     fx = settings.exchange_rates
     for reg in session.scalars(select(Region).options(selectinload(Region.overrides)).order_by(Region.code)):
         budget = [reg.power_budget_kw] * n
-        overridden: set[int] = set()
-        for o in reg.overrides:  # an override sets the budget of the slots it touches; the lowest one wins
+        touching: dict[int, list[tuple[datetime, datetime, float]]] = {}
+        for o in reg.overrides:  # a slot's budget is the lowest in force at any moment of it
             for k in range(max(0, _slot(start, sm, o.start_at, up=False)), min(n, _slot(start, sm, o.end_at, up=True))):
-                budget[k] = min(budget[k], o.power_kw) if k in overridden else o.power_kw
-                overridden.add(k)
+                touching.setdefault(k, []).append((o.start_at, o.end_at, o.power_kw))
+        for k, windows in touching.items():
+            budget[k] = lowest_budget_kw(reg.power_budget_kw, windows, slots[k], slots[k] + timedelta(minutes=sm))
         info = fleet.regions[reg.code]
         per_slot = {hw: tuple(max(0, cnt - held_gpu[(reg.code, hw)][k]) for k in range(n))
                     for hw, cnt in info.inventory.items() if (reg.code, hw) in held_gpu}

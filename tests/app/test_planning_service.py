@@ -321,3 +321,17 @@ def test_published_day_ahead_prices_beat_the_forecast_issued_before_the_auction(
     assert a.start_at == now + timedelta(hours=5) and a.end_at == now + timedelta(hours=7)
     energy = 4 * (90 + 0.85 * 610) / 1000 * 2 * 1.2
     assert math.isclose(a.cost, energy * 10 / 1000, rel_tol=1e-6)  # the published 10 EUR/MWh, not the forecast's 100
+
+
+def test_a_budget_raised_from_the_middle_of_a_slot_holds_only_from_the_next_slot(session, settings, market, now):
+    from app.services import fleet
+
+    # DE's own budget (1 kW) is below the job's draw; a window from 05:30 raises it, so the cheap hour 5 is out
+    fleet.upsert_region(session, "de", {"power_budget_kw": 1.0})
+    fleet.add_override(session, "de", now + timedelta(hours=5, minutes=30), now + timedelta(hours=9), 500.0)
+    session.commit()
+    add_job(session, now, allowed_regions=["de"], allowed_hardware=["h100"])
+    record = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    a = session.scalar(select(Assignment).where(Assignment.plan_id == record.plan_id))
+    assert a.start_at >= now + timedelta(hours=6) and a.end_at <= now + timedelta(hours=9)
