@@ -77,8 +77,12 @@ def _signed_in() -> auth.Principal | None:
 
 
 def _safe_next(target: str | None) -> str:
-    """Only same-site paths: an open redirect after sign-in would let a link send the user anywhere."""
-    if not target:
+    """Only same-site paths: an open redirect after sign-in would let a link send the user anywhere.
+
+    Control characters and backslashes are refused too: a line break cannot go into the Location header (the
+    sign-in failed with a 500), and browsers read ``/\\host`` as ``//host``.
+    """
+    if not target or any(c < " " or c in "\\\x7f" for c in target):
         return "/"
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
