@@ -209,7 +209,8 @@ def refresh(
     session: Session, zone: str, kind: SeriesKind, *, now: datetime | None = None, horizon_hours: int = 48,
     model: str | None = None,
 ) -> RefreshOutcome:
-    """Forecast one (zone, kind) and store the run; commits. Failures are stored, logged and returned."""
+    """Forecast one (zone, kind) and store the run; commits. Failures are stored, logged and returned, whatever
+    the model raised (a run left ``running`` would stay so, and ``refresh_all`` would skip the zones after it)."""
     if kind not in REGRESSORS:
         raise ValidationFailed("no forecast for this kind",
                                [FieldError("kind", f"one of {[k.value for k in FORECAST_KINDS]}")])
@@ -227,14 +228,17 @@ def refresh(
             result = get_model(name).predict(history, future, task)
         if not np.isfinite(result.to_numpy()).all():
             raise ForecastInputError(f"{zone} {kind.value}: model {name} produced non-finite values")
-    except (ForecastInputError, KeyError, ValueError) as exc:
+    except Exception as exc:  # any model error fails this run only: the last good one stays, other zones go on
+        expected = isinstance(exc, ForecastInputError | KeyError | ValueError)
+        error = str(exc) if expected else f"{type(exc).__name__}: {exc}"
         session.rollback()
         failed = session.get(ForecastRun, run.id)
         assert failed is not None
-        failed.status, failed.error, failed.finished_at = ForecastRunStatus.FAILED, str(exc), utcnow()
+        failed.status, failed.error, failed.finished_at = ForecastRunStatus.FAILED, error, utcnow()
         session.commit()
-        log.warning("forecast refresh failed for %s %s with %s: %s", zone, kind.value, name, exc)
-        return RefreshOutcome(zone, kind, failed.id, failed.status, name, 0, str(exc))
+        log.warning("forecast refresh failed for %s %s with %s: %s", zone, kind.value, name, error,
+                    exc_info=not expected)
+        return RefreshOutcome(zone, kind, failed.id, failed.status, name, 0, error)
     qcols = [c for c in result.columns if c != "forecast"]
     for ts, row in zip(pd.DatetimeIndex(result.index), result.to_dict("records"), strict=True):
         quantiles = {f"{int(c[1:]) / 100:g}": float(row[c]) for c in qcols}

@@ -88,3 +88,22 @@ def test_api_validates_the_query(session, client):
     resp = client.get("/api/v1/forecasts?zone=DE&kind=bogus&from=2022-01-01T00:00:00Z&to=2022-01-02T00:00:00Z",
                       headers={"Authorization": f"Bearer {token}"})
     assert resp.status_code == 422
+
+
+def test_a_model_that_crashes_fails_its_run_and_the_other_zones_still_refresh(session, monkeypatch):
+    _store(session, zone="AT")
+    _store(session, zone="DE")
+    real = forecasts.get_model
+
+    class Crashing:
+        def predict(self, *_args):
+            raise RuntimeError("Error during optimization")  # what Prophet raises when Stan gives up
+
+    monkeypatch.setattr(forecasts, "get_model", lambda name: Crashing() if name == "prophet" else real(name))
+    monkeypatch.setattr(forecasts, "selected_model", lambda _s, zone, _k: "prophet" if zone == "AT" else "naive_daily")
+    out = forecasts.refresh_all(session, (SeriesKind.PRICE,), now=START + timedelta(days=DAYS, hours=1),
+                                horizon_hours=24)
+    assert [(o.zone, o.status) for o in out] == [("AT", ForecastRunStatus.FAILED), ("DE", ForecastRunStatus.SUCCEEDED)]
+    failed = session.get(ForecastRun, out[0].run_id)
+    assert failed.status is ForecastRunStatus.FAILED and "Error during optimization" in failed.error
+    assert failed.finished_at is not None and failed.points == []
