@@ -251,6 +251,16 @@ def record_measurement(session: Session, m: Measurement) -> JobProfile:
         thr, how = m.steps_per_s / m.reference_steps_per_s, "throughput vs the reference's rate"
     else:
         thr, how = before.relative_throughput, "throughput kept (no reference rate)"
+    energy_per_step_j = m.energy_per_step_j or m.power_w / m.steps_per_s
+    # a ratio of valid figures can still overflow (or underflow to 0): refused before anything is written
+    bad = []
+    if not math.isfinite(thr) or thr <= 0:
+        field = "relative_throughput" if m.relative_throughput is not None else "reference_steps_per_s"
+        bad.append(FieldError(field, f"gives a relative throughput of {thr!r}, not a positive finite number"))
+    if not math.isfinite(energy_per_step_j) or energy_per_step_j <= 0:
+        bad.append(FieldError("steps_per_s", f"power_w / steps_per_s = {energy_per_step_j!r} J per step, not finite"))
+    if bad:
+        raise ValidationFailed(f"bad measurement for {m.workload_class}/{m.hardware}", bad)
     deviations = [_deviation_pct(m.power_w, before.power_w)]
     if thr != before.relative_throughput:
         deviations.append(_deviation_pct(thr, before.relative_throughput))
@@ -264,9 +274,11 @@ def record_measurement(session: Session, m: Measurement) -> JobProfile:
     row = JobProfile(
         workload_class=m.workload_class, job_id=None, hardware_type_id=hw.id, relative_throughput=thr,
         steps_per_s=float(m.steps_per_s), power_w=float(m.power_w), utilisation=utilisation,
-        energy_per_step_j=m.energy_per_step_j or m.power_w / m.steps_per_s, source=ProfileSource.MEASURED,
+        energy_per_step_j=energy_per_step_j, source=ProfileSource.MEASURED,
         method=f"{m.method}; {how}".lstrip("; "), measured_at=m.measured_at or datetime.now(UTC),
-        deviation_pct=deviation, flagged=abs(deviation) > FLAG_PCT, active=True,
+        # a move too large to express (or from a zero figure) is flagged with no percentage, never as Infinity
+        deviation_pct=deviation if math.isfinite(deviation) else None, flagged=abs(deviation) > FLAG_PCT,
+        active=True,
     )  # fmt: skip
     session.add(row)
     session.flush()
