@@ -162,7 +162,8 @@ def put_region(data: dict[str, Any], code: str) -> Any:
     """Create or update a region (operator admin)."""
     p = operator()
     db = extensions.db_session()
-    fleet.upsert_region(db, code, data)
+    cfg = extensions.settings()
+    fleet.upsert_region(db, code, data, currencies={cfg.reporting_currency, *cfg.exchange_rates})
     audit.record(db, p, "region.put", "region", code, **{k: str(v) for k, v in data.items()})
     db.commit()
     return _region(code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -113,14 +114,24 @@ def get_region(session: Session, code: str) -> Region:
     return region
 
 
-def upsert_region(session: Session, code: str, values: dict[str, Any]) -> Region:
+def upsert_region(session: Session, code: str, values: dict[str, Any], *,
+                  currencies: Collection[str] | None = None) -> Region:
+    """Create or update a region. ``currencies`` (the reporting currency and those with an exchange rate), when
+    given, refuses any other for a new region or a changed currency: the planner cannot price such a region, and
+    every plan of the fleet fails while one exists."""
     region = session.scalar(select(Region).where(Region.code == code))
+    if region is None and ("power_budget_kw" not in values or "zone" not in values):
+        raise ValidationFailed(
+            "a new region needs a zone and a power budget",
+            [FieldError(f, "required") for f in ("zone", "power_budget_kw") if f not in values],
+        )
+    if currencies is not None and (region is None or "currency" in values):
+        currency = values.get("currency") or (region.currency if region is not None else None) or "EUR"
+        if currency not in currencies:
+            raise ValidationFailed("no exchange rate for the region's currency", [FieldError(
+                "currency", f"{currency} prices need a rate in GRIDSHIFT_FX_RATES ({currency}=<rate>); known: "
+                f"{', '.join(sorted(currencies))}")])
     if region is None:
-        if "power_budget_kw" not in values or "zone" not in values:
-            raise ValidationFailed(
-                "a new region needs a zone and a power budget",
-                [FieldError(f, "required") for f in ("zone", "power_budget_kw") if f not in values],
-            )
         region = Region(code=code, name=values.get("name", code))
         session.add(region)
     for key in REGION_FIELDS:

@@ -75,3 +75,15 @@ def test_region_list_fast_path_matches_the_documented_schema(client, session, sm
     assert [r["code"] for r in listed] == ["de", "fi"]
     assert [o["power_kw"] for o in listed[1]["overrides"]] == [120, 50]
     assert {i["hardware"] for i in listed[0]["inventory"]} == {"h100", "a100"}
+
+
+def test_a_region_currency_without_an_exchange_rate_is_refused_before_it_stops_planning(client, session, small_fleet):
+    # every plan raises 'missing exchange rate' while one region is priced in a currency without a rate, so
+    # accepting it stopped the nightly, hourly and minute plans of the whole fleet
+    ops = make_token(session, "ops", Role.ADMIN, operator=True)
+    h = {"Authorization": f"Bearer {ops}"}
+    resp = client.put("/api/v1/regions/fi", json={"currency": "SEK"}, headers=h)
+    assert resp.status_code == 422, resp.json
+    assert resp.json["errors"][0]["field"] == "currency" and "GRIDSHIFT_FX_RATES" in resp.json["errors"][0]["message"]
+    assert client.get("/api/v1/regions/fi", headers=h).json["currency"] == "EUR"
+    assert client.put("/api/v1/regions/fi", json={"currency": "EUR", "pue": 1.3}, headers=h).status_code == 200
