@@ -151,15 +151,16 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
         .order_by(Region.code)
     ))
     plan_id = session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
-    # The current plan's assignments and, whichever plan they came from, those that active runs execute (a
-    # dispatched job is not in later plans). Plain rows, not objects: a plan may hold many thousand jobs.
+    # The current plan's assignments of jobs still waiting to run and, whichever plan they came from, those that
+    # active runs execute (a dispatched job is not in later plans); a job cancelled, finished or failed since holds
+    # nothing. Plain rows, not objects: a plan may hold many thousand jobs.
     executing = (
         select(Run.assignment_id).join(Job, Job.id == Run.job_id)
         .where(or_(Run.state.in_(ACTIVE_RUN_STATES), (Job.state == JobState.PAUSED) & Run.chunk_index.is_not(None)),
                Run.assignment_id.is_not(None))
     )
-    shown = Assignment.id.in_(executing) if plan_id is None else or_(Assignment.plan_id == plan_id,
-                                                                     Assignment.id.in_(executing))
+    waiting = (Assignment.plan_id == plan_id) & (Job.state == JobState.PLANNED)
+    shown = Assignment.id.in_(executing) if plan_id is None else or_(waiting, Assignment.id.in_(executing))
     assignments: list[Any] = list(session.execute(
         select(Assignment.region_id, HardwareType.code.label("hardware"), Assignment.start_at, Assignment.end_at,
                Assignment.chunks, Assignment.energy_kwh, Job.gpu_count)
