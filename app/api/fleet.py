@@ -9,13 +9,14 @@ from typing import Any
 
 from flask import Response, jsonify
 from flask_smorest import Blueprint
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from app import extensions
 from app.api.access import operator
 from app.api.schemas import CODE, Aware, Text
+from app.errors import FieldError, ValidationFailed
 from app.models import Cluster, HardwareType, Inventory, PowerBudgetOverride, Region
 from app.services import audit, fleet
 
@@ -97,6 +98,18 @@ class ClusterOut(Schema):
     has_secrets = fields.Function(lambda c: c.secrets_encrypted is not None, dump_only=True)
 
 
+CLUSTER_NAME = validate.Regexp(r"^[^\x00]{1,100}$", error="1-100 characters, no NUL")  # the column's length
+
+
+def _path(value: str, name: str, check: validate.Validator = CODE) -> str:
+    """A name from the URL that is about to be stored, checked as a body's field would be (422 naming it)."""
+    try:
+        check(value)
+    except ValidationError as exc:
+        raise ValidationFailed(f"bad {name}", [FieldError(name, "; ".join(map(str, exc.messages)))]) from None
+    return value
+
+
 def _region(code: str) -> Region:
     db = extensions.db_session()
     fleet.get_region(db, code)
@@ -161,6 +174,7 @@ def get_region(code: str) -> Any:
 def put_region(data: dict[str, Any], code: str) -> Any:
     """Create or update a region (operator admin)."""
     p = operator()
+    _path(code, "code")
     db = extensions.db_session()
     cfg = extensions.settings()
     fleet.upsert_region(db, code, data, currencies={cfg.reporting_currency, *cfg.exchange_rates})
@@ -201,6 +215,7 @@ def get_hardware(code: str) -> Any:
 def put_hardware(data: dict[str, Any], code: str) -> Any:
     """Create or update a hardware type (operator admin)."""
     p = operator()
+    _path(code, "code")
     db = extensions.db_session()
     hw = fleet.upsert_hardware(db, code, data)
     audit.record(db, p, "hardware.put", "hardware", code)
@@ -234,6 +249,7 @@ def list_clusters() -> Any:
 def put_cluster(data: dict[str, Any], name: str) -> Any:
     """Create or update a cluster: a region's runtime reached through a connector (operator admin)."""
     p = operator()
+    _path(name, "name", CLUSTER_NAME)
     db = extensions.db_session()
     row = fleet.upsert_cluster(db, name, data["region"], data["kind"], data["config"], data["enabled"],
                                secrets=data.get("secrets"), keys=extensions.settings().encryption_keys)
