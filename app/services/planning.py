@@ -375,13 +375,19 @@ def _figures(problem: OptProblem, plan: OptPlan) -> Figures | None:
                    a.energy_kwh, a.cost, a.carbon_kg)
 
 
+# the preview plans at most this far ahead [h]: beyond a few days there are no prices or forecasts to plan on, and a
+# deadline centuries away made one preview plan over millions of slots (67 s of CPU in one request)
+PREVIEW_MAX_HOURS = 14 * 24
+
+
 def preview_job(session: Session, settings: Settings, job_fields: dict[str, Any], now: datetime) -> Preview:
     """Where and when a proposed job would run next to the current plan, against running it now; stores nothing.
 
     Capacity used by jobs in the current plan (planned or already running) is taken off first, so the
     preview fits around the existing work.
     """
-    horizon = max(settings.horizon_hours, math.ceil((job_fields["deadline_at"] - now).total_seconds() / 3600.0))
+    to_deadline = math.ceil((job_fields["deadline_at"] - now).total_seconds() / 3600.0)
+    horizon = min(PREVIEW_MAX_HOURS, max(settings.horizon_hours, to_deadline))
     problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon, objective=settings.objective,
                                jobs=[("preview", job_fields)])
     problem = _reserve_planned(session, problem)
@@ -389,9 +395,12 @@ def preview_job(session: Session, settings: Settings, job_fields: dict[str, Any]
     run_now = SOLVERS["run_now"](problem, None)
     planned, counter = _figures(problem, plan), _figures(problem, run_now)
     reason = None if planned is not None else str(plan.unplanned[0].reason) if plan.unplanned else "not planned"
-    note = ""
+    notes = []
     if counter is not None and counter.end_at > job_fields["deadline_at"]:
-        note = "running now would queue past the deadline"
+        notes.append("running now would queue past the deadline")
+    if to_deadline > horizon:
+        notes.append(f"previewed over the next {horizon // 24} days only; the plan uses the whole window")
+    note = "; ".join(notes)
     return Preview(planned, counter, reason, problem.currency, note)
 
 

@@ -335,3 +335,15 @@ def test_a_budget_raised_from_the_middle_of_a_slot_holds_only_from_the_next_slot
     session.commit()
     a = session.scalar(select(Assignment).where(Assignment.plan_id == record.plan_id))
     assert a.start_at >= now + timedelta(hours=6) and a.end_at <= now + timedelta(hours=9)
+
+
+def test_a_preview_with_a_far_deadline_plans_two_weeks_ahead_and_says_so(session, settings, market, now):
+    from app.services.planning import PREVIEW_MAX_HOURS
+
+    fields = dict(name="far", workload_class=WorkloadClass.TRAINING, gpu_count=1, reference_gpu_hours=2.0,
+                  reference_hardware="h100", release_at=now, deadline_at=now.replace(year=2900), allowed_regions=["de"],
+                  allowed_hardware=["h100"], home_region="de", priority=0, interruptible=False,
+                  checkpoint_overhead_minutes=0, min_chunk_minutes=60, memory_gb_per_gpu=0.0)
+    result = preview_job(session, settings, fields, now)
+    assert result.planned is not None and result.planned.end_at <= now + timedelta(hours=PREVIEW_MAX_HOURS)
+    assert "previewed over the next 14 days only" in result.note
