@@ -5,6 +5,7 @@ Every module in this package that defines a ``blp`` (a flask_smorest.Blueprint) 
 
 from __future__ import annotations
 
+import hmac
 import importlib
 import logging
 import pkgutil
@@ -98,6 +99,11 @@ def _http_error(exc: HTTPException) -> Response:
     return problem(status, exc.name, exc.description or exc.name, errors)
 
 
+def _csrf_ok(sent: str, expected: object) -> bool:
+    """The header matches the session's token, compared in constant time; a session without one accepts nothing."""
+    return isinstance(expected, str) and bool(expected) and hmac.compare_digest(sent.encode(), expected.encode())
+
+
 def _authenticate() -> Response | None:
     path = request.path
     if not path.startswith("/api/v1") or path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
@@ -111,8 +117,8 @@ def _authenticate() -> Response | None:
             )
         elif session.get("token_id"):
             # Dashboard session: state-changing calls must carry the session's CSRF token.
-            if request.method not in ("GET", "HEAD", "OPTIONS") and (
-                request.headers.get("X-CSRF-Token") != session.get("csrf")
+            if request.method not in ("GET", "HEAD", "OPTIONS") and not _csrf_ok(
+                request.headers.get("X-CSRF-Token", ""), session.get("csrf")
             ):
                 return problem(403, "Forbidden", "missing or wrong X-CSRF-Token header")
             g.principal = auth_service.load_principal(db, int(session["token_id"]))

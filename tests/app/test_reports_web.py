@@ -45,6 +45,10 @@ def test_session_calls_the_api_and_writes_need_the_csrf_header(client, session, 
     assert client.get("/api/v1/me").json["tenant"] == "team-a"
     assert client.post("/api/v1/jobs", json=job_payload(now)).status_code == 403
     assert client.post("/api/v1/jobs", json=job_payload(now), headers={"X-CSRF-Token": csrf}).status_code == 201
+    with client.session_transaction() as sess:  # a session that lost its CSRF value accepts no write at all
+        sess.pop("csrf")
+    assert client.post("/api/v1/jobs", json=job_payload(now)).status_code == 403
+    assert client.post("/api/v1/jobs", json=job_payload(now), headers={"X-CSRF-Token": ""}).status_code == 403
 
 
 def test_no_redirect_off_site_after_sign_in(client, session):
