@@ -104,10 +104,16 @@ def _refuse_after_failures() -> Response | None:
     except Exception:  # a limit storage that is down never takes the API down (as for the limiter itself)
         log.warning("rate-limit storage unavailable; failed authentications are not counted", exc_info=True)
         return None
-    from app.api import problem
+    wait_s = max(1, int(reset_at - time.time()))
+    if request.path == "/ui/signin":  # a person at the form reads why, on the form
+        from app.web import signin_page
 
-    resp = problem(429, "Too many requests", "too many failed authentications from this address; retry later")
-    resp.headers["Retry-After"] = str(max(1, int(reset_at - time.time())))
+        resp = signin_page(f"Too many failed sign-ins from this address; try again in {wait_s} s.", 429)
+    else:
+        from app.api import problem
+
+        resp = problem(429, "Too many requests", "too many failed authentications from this address; retry later")
+    resp.headers["Retry-After"] = str(wait_s)
     return resp
 
 

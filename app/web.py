@@ -121,8 +121,12 @@ def signin() -> Response | str:
                 session["csrf"] = secrets.token_urlsafe(32)
                 session.permanent = False
                 return redirect(_safe_next(request.form.get("next")))
+    return signin_page(error, 401 if error else 200)
+
+
+def signin_page(error: str | None, status: int) -> Response:
+    """The sign-in form (with a fresh form token), showing ``error`` if any."""
     session["signin_csrf"] = secrets.token_urlsafe(32)
-    status = 401 if error else 200
     html = render_template("signin.html", error=error, csrf=session["signin_csrf"],
                            next=_safe_next(request.values.get("next")), page="signin", pages=PAGES, principal=None)
     return Response(html, status=status, mimetype="text/html")

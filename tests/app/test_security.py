@@ -67,7 +67,10 @@ def test_failed_authentications_are_limited_per_address(limited, session):
     # sign-in form guesses from that address are refused too, before the token is looked up
     html = client.get("/ui/signin").get_data(as_text=True)
     csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)  # type: ignore[union-attr]
-    assert client.post("/ui/signin", data={"token": token, "csrf": csrf}).status_code == 429
+    form = client.post("/ui/signin", data={"token": token, "csrf": csrf})
+    assert form.status_code == 429 and form.mimetype == "text/html"  # the form again, saying why
+    assert "Too many failed sign-ins from this address" in form.get_data(as_text=True)
+    assert int(form.headers["Retry-After"]) > 0
     # another address is not affected
     other = limited.test_client()
     other.environ_base["REMOTE_ADDR"] = "192.0.2.7"
