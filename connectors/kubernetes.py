@@ -185,15 +185,17 @@ class KubernetesConnector:
         hardware_types = set(self.config["node_selectors"]) | {
             n["metadata"].get("labels", {}).get(HARDWARE_LABEL) for n in nodes} - {None}  # fmt: skip
         used_on: dict[str, dict[str, int]] = {}
+        gpu_resources = set(RESOURCE_NAMES.values())
         for pod in pods:
             if pod.get("status", {}).get("phase") not in ("Pending", "Running"):
                 continue
             node_name = pod.get("spec", {}).get("nodeName")
             for container in pod.get("spec", {}).get("containers", []):
                 for key, value in ((container.get("resources") or {}).get("limits") or {}).items():
-                    used_on.setdefault(node_name, {})[key] = used_on.get(node_name, {}).get(key, 0) + int(
-                        value
-                    )
+                    # only GPU counts; cpu and memory limits are quantities such as "500m" or "4Gi"
+                    if key in gpu_resources and str(value).isdigit():
+                        node_used = used_on.setdefault(node_name, {})
+                        node_used[key] = node_used.get(key, 0) + int(value)
         total: dict[str, int] = {}
         free: dict[str, int] = {}
         for hw in sorted(hardware_types):

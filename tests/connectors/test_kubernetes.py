@@ -134,3 +134,15 @@ def test_build_job_is_plain_json_with_the_run_key_everywhere() -> None:
     env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env == {"EPOCHS": "3", "GRIDSHIFT_RUN_KEY": "gs-run-7"}
     assert job["metadata"]["annotations"]["gridshift.io/power-w-per-gpu"] == "650"
+
+
+def test_capacity_ignores_cpu_and_memory_limits_of_other_pods(fake: FakeKubernetes) -> None:
+    fake.pods[("web", "api-1")] = {
+        "metadata": {"name": "api-1", "namespace": "web", "labels": {}},
+        "spec": {"nodeName": "h100-a", "containers": [
+            {"name": "api", "resources": {"limits": {"cpu": "500m", "memory": "4Gi", "nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": "Running"},
+    }  # fmt: skip
+    capacity = connector_for(fake).capacity()
+    assert capacity.gpus_total["h100"] == 8
+    assert capacity.gpus_free["h100"] == 7
