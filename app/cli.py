@@ -64,10 +64,14 @@ def tenant() -> None:
 @click.option("--operator", is_flag=True, help="may administer the fleet (regions, budgets, clusters)")
 def tenant_create(slug: str, name: str | None, operator: bool) -> None:
     from app.db import session_scope
+    from app.errors import ServiceError
     from app.services import auth
 
-    with session_scope(_sessions(_settings())) as s:
-        auth.create_tenant(s, slug, name, is_operator=operator)
+    try:
+        with session_scope(_sessions(_settings())) as s:
+            auth.create_tenant(s, slug, name, is_operator=operator)
+    except ServiceError as exc:
+        raise click.ClickException(str(exc)) from exc
     click.echo(f"tenant {slug} created")
 
 
@@ -80,12 +84,16 @@ def tenant_token(slug: str, name: str, role: str, expires_in_days: int | None) -
     """Issue a token; it is printed once and never stored in clear."""
     from app.db import session_scope
     from app.enums import Role
+    from app.errors import ServiceError
     from app.services import auth
 
-    with session_scope(_sessions(_settings())) as s:
-        t = auth.get_tenant(s, slug)
-        exp = timedelta(days=expires_in_days) if expires_in_days else None
-        _row, token = auth.issue_token(s, t, name, Role(role), expires_in=exp)
+    try:
+        with session_scope(_sessions(_settings())) as s:
+            t = auth.get_tenant(s, slug)
+            exp = timedelta(days=expires_in_days) if expires_in_days else None
+            _row, token = auth.issue_token(s, t, name, Role(role), expires_in=exp)
+    except ServiceError as exc:
+        raise click.ClickException(str(exc)) from exc
     click.echo(token)
 
 

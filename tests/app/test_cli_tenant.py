@@ -1,0 +1,39 @@
+"""``gridshift tenant``: bad input is refused with a message, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from app import migrate
+from app.cli import main
+from app.config import Settings
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An embedded-default deployment in tmp_path (SQLite under GRIDSHIFT_VAR_DIR), migrated."""
+    for var in ("GRIDSHIFT_DATABASE_URL", "GRIDSHIFT_BROKER_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GRIDSHIFT_VAR_DIR", str(tmp_path))
+    migrate.upgrade(Settings.from_env())
+    return tmp_path
+
+
+def gs(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_tenant_errors_are_messages_not_tracebacks(cli_env: Path) -> None:
+    bad = gs("tenant", "create", "Bad_Slug")
+    assert bad.exit_code == 1 and isinstance(bad.exception, SystemExit)
+    assert "Error: bad tenant; slug:" in bad.output
+    assert gs("tenant", "create", "acme").exit_code == 0
+    again = gs("tenant", "create", "acme")
+    assert again.exit_code == 1 and "Error: tenant 'acme' already exists" in again.output
+    assert isinstance(again.exception, SystemExit)
+    unknown = gs("tenant", "token", "nobody")
+    assert unknown.exit_code == 1 and "Error: tenant 'nobody' not found" in unknown.output
+    assert isinstance(unknown.exception, SystemExit)
