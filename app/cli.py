@@ -79,7 +79,8 @@ def tenant_create(slug: str, name: str | None, operator: bool) -> None:
 @click.argument("slug")
 @click.option("--name", default="cli", show_default=True)
 @click.option("--role", type=click.Choice(["admin", "member", "readonly"]), default="member", show_default=True)
-@click.option("--expires-in-days", type=int, default=None)
+@click.option("--expires-in-days", type=click.IntRange(1, 36500), default=None,
+              help="days until the token expires (default: never)")
 def tenant_token(slug: str, name: str, role: str, expires_in_days: int | None) -> None:
     """Issue a token; it is printed once and never stored in clear."""
     from app.db import session_scope
@@ -90,7 +91,7 @@ def tenant_token(slug: str, name: str, role: str, expires_in_days: int | None) -
     try:
         with session_scope(_sessions(_settings())) as s:
             t = auth.get_tenant(s, slug)
-            exp = timedelta(days=expires_in_days) if expires_in_days else None
+            exp = timedelta(days=expires_in_days) if expires_in_days is not None else None
             _row, token = auth.issue_token(s, t, name, Role(role), expires_in=exp)
     except ServiceError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -37,3 +37,12 @@ def test_tenant_errors_are_messages_not_tracebacks(cli_env: Path) -> None:
     unknown = gs("tenant", "token", "nobody")
     assert unknown.exit_code == 1 and "Error: tenant 'nobody' not found" in unknown.output
     assert isinstance(unknown.exception, SystemExit)
+
+
+def test_token_expiry_of_zero_or_negative_days_is_refused(cli_env: Path) -> None:
+    assert gs("tenant", "create", "acme").exit_code == 0
+    for days in ("0", "-3", "9999999"):
+        res = gs("tenant", "token", "acme", "--expires-in-days", days)
+        assert res.exit_code == 2 and "--expires-in-days" in res.output, res.output
+        assert "gs_" not in res.output  # no token issued
+    assert gs("tenant", "token", "acme", "--expires-in-days", "1").exit_code == 0
