@@ -77,7 +77,7 @@ def list_(profiles: bool, flagged: bool) -> None:
 @click.option("--method", default="", help="how it was measured")
 @click.option("--cluster", default=None, help="measure instead: run --command on this cluster")
 @click.option("--command", "job_command", default=None, help="calibration command (prints GRIDSHIFT_RESULT)")
-@click.option("--gpus", default=1, show_default=True)
+@click.option("--gpus", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--steps", type=int, default=None, help="steps the command runs (when it prints no result)")
 @click.option("--timeout-s", type=float, default=1800.0, show_default=True)
 def profile(workload_class: str, hardware: str, steps_per_s: float | None, power_w: float | None,
@@ -92,6 +92,7 @@ def profile(workload_class: str, hardware: str, steps_per_s: float | None, power
     from app.errors import ServiceError
     from app.models import Cluster
     from app.services import profiles as svc
+    from connectors.base import ConnectorError
 
     settings = Settings.from_env()
     given = steps_per_s is not None or power_w is not None
@@ -125,4 +126,9 @@ def profile(workload_class: str, hardware: str, steps_per_s: float | None, power
                    f"x{row.relative_throughput:.2f} reference; {flag}")  # fmt: skip
     except ServiceError as exc:
         raise _fail(exc) from exc
+    except ConnectorError as exc:  # the cluster refused the calibration job (too many GPUs, bad hardware code)
+        flag = {"gpu_count": "--gpus", "run_key": "--hardware", "hardware": "--hardware"}.get(
+            getattr(exc, "field", ""), "--cluster"
+        )
+        raise click.ClickException(f"{flag}: {exc}") from exc
     click.echo(msg)

@@ -62,3 +62,23 @@ def test_a_bad_catalog_file_is_rejected_whole(cli_env):
     res = gs(tmp_path, "hardware", "import", "--file", str(path))
     assert res.returncode != 0 and "hardware[2].idle_w" in res.stderr
     assert "h100" not in gs(tmp_path, "hardware", "list").stdout
+
+
+def test_a_calibration_the_cluster_refuses_is_a_message_naming_the_flag(cli_env, tmp_path: Path) -> None:
+    from app.db import make_engine, make_session_factory, session_scope
+    from app.models import Cluster, Region
+
+    assert gs(tmp_path, "hardware", "import").returncode == 0
+    with session_scope(make_session_factory(make_engine(Settings.from_env()))) as s:
+        region = Region(code="de-1", name="DE 1", zone="DE", power_budget_kw=100.0)
+        s.add(region)
+        s.flush()
+        s.add(Cluster(region_id=region.id, name="box", kind="local",
+                      config={"state_dir": str(tmp_path / "rt"), "gpus": {"h100": [0]}}))  # fmt: skip
+    base = ("hardware", "profile", "--class", "training", "--cluster", "box", "--command", "true")
+    too_many = gs(tmp_path, *base, "--hardware", "h100", "--gpus", "4")
+    assert too_many.returncode == 1 and "--gpus: run gs-profile-h100-" in too_many.stderr, too_many.stderr
+    negative = gs(tmp_path, *base, "--hardware", "h100", "--gpus", "-1")
+    assert negative.returncode == 2 and "--gpus" in negative.stderr
+    spaced = gs(tmp_path, *base, "--hardware", "h 100")
+    assert spaced.returncode == 1 and "--hardware: " in spaced.stderr, spaced.stderr
