@@ -93,10 +93,12 @@ def seed(session: Session, settings: Settings, *, data_dir: Path | None, seed: i
     existing = session.scalar(select(func.count()).select_from(jobs.Job)) or 0
     n_new = 0
     if existing == 0 and n_jobs > 0:
-        for slug in ("ml-platform", "render-farm"):
+        for slug, n_team in (("ml-platform", n_jobs - n_jobs // 2), ("render-farm", n_jobs // 2)):
+            if n_team == 0:
+                continue  # an empty batch is not a submission
             t = auth.get_tenant(session, slug)
             p = auth.Principal(t.id, t.slug, 0, "demo-seed", Role.ADMIN, t.is_operator)
-            items = [_demo_job(rng, now, slug, i) for i in range(n_jobs // 2)]
+            items = [_demo_job(rng, now, slug, i) for i in range(n_team)]
             _b, ids = jobs.submit_jobs(session, p, items, now=now)
             n_new += len(ids)
     session.commit()

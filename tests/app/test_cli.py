@@ -38,3 +38,12 @@ def test_embedded_default_migrates_seeds_and_imports(tmp_path):
     # seeding again changes nothing that exists and issues no new tokens
     again = gs(tmp_path, "demo", "seed", "--jobs", "6")
     assert again.returncode == 0 and "demo tokens" not in again.stdout
+
+
+def test_demo_seed_stores_exactly_the_jobs_asked_for(tmp_path):
+    assert gs(tmp_path, "db", "upgrade").returncode == 0
+    seeded = gs(tmp_path, "demo", "seed", "--jobs", "3")  # odd: one team gets one more (--jobs 1 crashed)
+    assert seeded.returncode == 0, seeded.stderr
+    engine = create_engine(f"sqlite:///{tmp_path / 'gridshift.db'}")
+    with engine.connect() as c:
+        assert c.scalar(select(func.count()).select_from(Job)) == 3
