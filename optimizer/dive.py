@@ -35,6 +35,7 @@ from optimizer.candidates import _fits_option
 from optimizer.heuristic import Residual, Scanner, size_order
 from optimizer.lp import _Master
 from optimizer.parallel import Child, fork_call
+from optimizer.rounding import runnable_columns
 from optimizer.tables import Tables
 
 Option = tuple[int, int, int, int, int, int]
@@ -65,7 +66,7 @@ def lp_dive(
     time_limit_s : float
         Wall-clock limit [s]; the plan is completed greedily when it runs out.
     batch : int or None
-        Jobs fixed per step (default: 2.5 % of the jobs, at least 5). Fewer per step cost more steps and end lower
+        Jobs fixed per step (default: 2.5 % of the jobs, at least 1). Fewer per step cost more steps and end lower
         on the whole (1,000 jobs, seeds 0/1/2: 25 a step 783.7/649.7/830.2 in 2.6-3.1 s, 50 a step
         785.1/649.1/831.4 in 2.0-2.5 s, 100 a step 787.1/653.9 in 1.5-1.9 s).
     min_share : float
@@ -100,7 +101,7 @@ def lp_dive(
         n_col = len(master.column_vars)
         if len(usable) < n_col:
             keys = np.array([key for key, _ in master.column_vars[len(usable) :]], dtype=np.int64).reshape(-1, 7)
-            usable = np.concatenate((usable, (keys[:, 6] == 0) | (keys[:, 5] >= keys[:, 3] + keys[:, 4] + 1)))
+            usable = np.concatenate((usable, runnable_columns(keys)))
         x = _values(master)
         cur = np.zeros(n_col)
         if lower:
@@ -179,17 +180,16 @@ def dive_portfolio(
     def left() -> float:
         return time_limit_s - (time.perf_counter() - t0)
 
-    def start(share: float, price_every: int) -> Child | None:
+    def dive(share: float, price_every: int, budget_s: float) -> Choice:
         batch = max(1, int(share * tb.J))
-        budget = max(0.0, left() - COMPLETION_S)  # the greedy completion must arrive before the parent stops waiting
-        return fork_call(
-            lambda: lp_dive(tb, master, rep, counts, time_limit_s=budget, batch=batch, price_every=price_every)
-        )
+        return lp_dive(tb, master, rep, counts, time_limit_s=budget_s, batch=batch, price_every=price_every)
 
-    first_share, first_every = DIVE_LANES[0][0]
+    def start(share: float, price_every: int) -> Child | None:
+        budget = max(0.0, left() - COMPLETION_S)  # the greedy completion must arrive before the parent stops waiting
+        return fork_call(lambda: dive(share, price_every, budget))
+
     if workers < 2:
-        batch = max(1, int(first_share * tb.J))
-        return [lp_dive(tb, master, rep, counts, time_limit_s=time_limit_s, batch=batch, price_every=first_every)]
+        return [dive(*DIVE_LANES[0][0], time_limit_s)]
     others = [start(*lane[0]) for lane in DIVE_LANES[1:]]
     plans: list[Choice] = []
     for k, (share, every) in enumerate(DIVE_LANES[0]):
@@ -208,9 +208,7 @@ def dive_portfolio(
         if got is not None:
             plans.append(got)
     if not plans:  # no fork here: one dive in this process
-        batch = max(1, int(first_share * tb.J))
-        plans.append(lp_dive(tb, master, rep, counts, time_limit_s=max(0.0, left()), batch=batch,
-                             price_every=first_every))
+        plans.append(dive(*DIVE_LANES[0][0], max(0.0, left())))
     return plans
 
 
@@ -247,10 +245,12 @@ def _complete(tb: Tables, master: _Master, rep: np.ndarray, lower: dict[int, int
             ch.set(row, _option(key))
             res.apply(tb, ch, row, -1)
     x = _values(master)
+    keys = np.array([key for key, _ in master.column_vars], dtype=np.int64).reshape(-1, 7)
+    runnable = runnable_columns(keys)
     rest: dict[int, list[tuple[float, Option]]] = {}
     for k, (key, _) in enumerate(master.column_vars):
         share = x[k] - lower.get(k, 0)
-        if share > 1e-6 and ((key[6] == 0) or key[5] >= key[3] + key[4] + 1):
+        if share > 1e-6 and runnable[k]:
             rest.setdefault(key[0], []).append((share, _option(key)))
     for options in rest.values():
         options.sort(key=lambda o: -o[0])

@@ -6,8 +6,9 @@ Pipeline (each step bounded by the time limit):
 2. Greedy placement (least slack first, cheapest feasible option) gives a first plan and upper bound.
 3. Up to ``max_lp_jobs`` jobs: column generation on the LP of the aggregated model (GLOP) gives the
    bound, capacity prices (duals) and an LP solution that is rounded to a plan (biggest jobs first) and
-   dived on (``optimizer.dive``: a few jobs fixed a step, the LP re-solved and priced between steps; one dive
-   on each worker, with 25 and 50 jobs a step at 1,000 jobs); beyond that, subgradient ascent on the Lagrangian dual gives the bound and prices, and (up to
+   dived on (``optimizer.dive``: a few jobs fixed a step, the LP re-solved and priced between steps; dives with
+   different steps side by side on the two workers); beyond that, subgradient ascent on the Lagrangian dual
+   gives the bound and prices, and (up to
    ``max_master_jobs``) the master LP over the options of its last iterations is solved once (HiGHS) and
    rounded the same way while the ascent goes on on the second worker (``optimizer.master``).
 4. Priced placement (objective + capacity prices; skipped after a master LP rounding); jobs left out are
