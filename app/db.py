@@ -43,6 +43,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def is_postgresql(session: Session) -> bool:
+    """Whether ``session`` talks to PostgreSQL (row locks, SKIP LOCKED, advisory locks) rather than SQLite."""
+    return session.get_bind().dialect.name == "postgresql"
+
+
 class Base(DeclarativeBase):
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSONType, list[Any]: JSONType}
 

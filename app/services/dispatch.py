@@ -38,12 +38,14 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.db import is_postgresql
 from app.enums import TERMINAL_RUN_STATES, JobState, RunState
 from app.models import Assignment, Cluster, HardwareType, Run
-from app.services.dispatch_claim import _is_pg, hardware_of_run_key
+from app.services.dispatch_claim import hardware_of_run_key
 from app.services.dispatch_claim import tick as tick  # the tick is part of dispatch's API
-from app.services.dispatch_failures import move_job, requeue_after_failure, reread_job
+from app.services.dispatch_failures import requeue_after_failure
 from app.services.fleet import snapshot
+from app.services.jobs import move_job, reread_job
 from app.services.overview import running_intervals
 from connectors.base import ClusterConnector, ConfigError, ConnectorError, JobSpec
 from connectors.registry import get_connector
@@ -153,7 +155,7 @@ def submit_run(
         :func:`give_up`. Non-retryable errors fail the run and re-queue the job here.
     """
     q = select(Run).where(Run.id == run_id)
-    if _is_pg(session):
+    if is_postgresql(session):
         q = q.with_for_update(skip_locked=True)  # held across the runtime call; released if this worker dies
     run = session.scalar(q)
     if run is None or run.state != RunState.DISPATCHING or run.runtime_job_id:

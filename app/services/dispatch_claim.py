@@ -17,6 +17,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.db import is_postgresql
 from app.enums import ACTIVE_RUN_STATES, JobState, RunState
 from app.models import Assignment, Cluster, HardwareType, Job, Plan, Region, Run
 from app.services import jobs as job_service
@@ -47,10 +48,6 @@ class TickResult:
     def to_submit(self) -> tuple[int, ...]:
         """Every run id a submit task must be sent for."""
         return self.claimed + self.recovered
-
-
-def _is_pg(session: Session) -> bool:
-    return session.get_bind().dialect.name == "postgresql"
 
 
 def new_run_key(job_id: int, attempt: int, hardware: str) -> str:
@@ -115,7 +112,7 @@ def claim_due(
         .order_by(Assignment.start_at, Assignment.id)
         .limit(limit)
     )
-    if _is_pg(session):
+    if is_postgresql(session):
         q = q.with_for_update(of=Job, skip_locked=True)  # a concurrent tick skips the rows this one holds
     seen: set[int] = set()
     for job, assignment in session.execute(q).all():
@@ -157,7 +154,7 @@ def _claim_resumable(
         .order_by(Job.resume_at, Job.id)
         .limit(limit)
     )
-    if _is_pg(session):
+    if is_postgresql(session):
         q = q.with_for_update(skip_locked=True)
     claimed: list[int] = []
     failed: list[int] = []

@@ -11,59 +11,18 @@ fails; the runs of an interruptible job's chunks that succeeded use none of that
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import set_committed_value
 
 from app.enums import TERMINAL_JOB_STATES, JobState, RunState
-from app.models import Assignment, HardwareType, Job, JobEvent, Region, Run
+from app.models import Assignment, HardwareType, Job, Region, Run
 from app.services.fleet import snapshot
+from app.services.jobs import move_job
 
 #: Failed or lost runs a job may have before it fails for good [count].
 MAX_ATTEMPTS = 3
-
-
-def reread_job(session: Session, job: Job, *, lock: bool = False) -> Job:
-    """``job`` as committed now, not as this session first read it: the API may have cancelled it meanwhile.
-
-    With ``lock`` on PostgreSQL the row stays locked until the caller commits, so a cancel arriving now waits
-    for this decision and is applied after it instead of being overwritten by it.
-    """
-    pg = session.get_bind().dialect.name == "postgresql"
-    session.refresh(job, with_for_update=True if lock and pg else None)
-    return job
-
-
-def move_job(
-    session: Session, job: Job, state: JobState, message: str, *, at: datetime,
-    only_from: Iterable[JobState] | None = None,
-) -> bool:  # fmt: skip
-    """Set a job's state, with a job event, unless it is finished (or not in ``only_from``); no commit.
-
-    A conditional UPDATE: a state the API committed after ``job`` was read (a cancel) is never overwritten.
-
-    Returns
-    -------
-    bool
-        True when the job moved.
-    """
-    allowed = [s for s in (JobState if only_from is None else only_from) if s not in TERMINAL_JOB_STATES]
-    won = session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.state.in_(allowed))
-        .values(state=state, state_reason=message or None)
-        .execution_options(synchronize_session=False)
-    )
-    if won.rowcount != 1:  # type: ignore[attr-defined]
-        session.expire(job, ["state", "state_reason"])
-        return False
-    set_committed_value(job, "state", state)
-    set_committed_value(job, "state_reason", message or None)
-    session.add(JobEvent(job_id=job.id, at=at, state=state.value, message=message))
-    return True
 
 
 def failed_placement(session: Session, run: Run) -> tuple[str | None, str | None]:

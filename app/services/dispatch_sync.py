@@ -25,11 +25,13 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.db import is_postgresql
 from app.enums import JobState, RunState, SeriesKind
 from app.models import Assignment, Cluster, Job, Region, Run
 from app.services import market
 from app.services.dispatch import connector_for
-from app.services.dispatch_failures import move_job, requeue_after_failure, reread_job
+from app.services.dispatch_failures import requeue_after_failure
+from app.services.jobs import move_job, reread_job
 from app.services.overview import running_intervals
 from connectors.base import ClusterConnector, ConnectorError, RunStatus, RuntimeState
 
@@ -118,7 +120,7 @@ def _sync_one(
     session: Session, settings: Settings, run_id: int, now: datetime, connectors: dict[int, ClusterConnector]
 ) -> str | None:
     q = select(Run).where(Run.id == run_id)
-    if session.get_bind().dialect.name == "postgresql":
+    if is_postgresql(session):
         q = q.with_for_update(skip_locked=True)  # an overlapping sync skips this run
     run = session.scalar(q)
     if run is None or run.state not in (RunState.SUBMITTED, RunState.RUNNING) or not run.runtime_job_id:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -104,6 +104,25 @@ def snapshot(session: Session) -> FleetSnapshot:
 # --- administration (operator tenants only; the API checks the role) -------------------------------------
 
 REGION_FIELDS = ("name", "zone", "timezone", "currency", "pue", "power_budget_kw", "residency_tags")
+
+
+def lowest_budget_kw(base_kw: float, overrides: Iterable[tuple[datetime, datetime, float]], start: datetime,
+                     end: datetime) -> float:
+    """The lowest power budget in force at any moment of [start, end) [kW].
+
+    Each override ``(start_at, end_at, power_kw)`` sets the budget over its own half-open window, the lowest one
+    wins where they overlap, and the region's ``base_kw`` holds wherever none does.
+    """
+    windows = sorted((max(s, start), min(e, end), kw) for s, e, kw in overrides if s < end and e > start)
+    if not windows:
+        return base_kw
+    lowest = min(kw for _s, _e, kw in windows)
+    covered_to = start
+    for s, e, _kw in windows:
+        if s > covered_to:  # a gap: the region's own budget holds there
+            return min(lowest, base_kw)
+        covered_to = max(covered_to, e)
+    return lowest if covered_to >= end else min(lowest, base_kw)
 
 
 def get_region(session: Session, code: str) -> Region:

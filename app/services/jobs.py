@@ -7,16 +7,17 @@ import hashlib
 import json
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, literal, select, text
+from sqlalchemy import insert, literal, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload
+from sqlalchemy.orm.attributes import set_committed_value
 
-from app.db import utcnow
+from app.db import is_postgresql, utcnow
 from app.enums import TERMINAL_JOB_STATES, JobState, WorkloadClass
 from app.errors import Conflict, FieldError, NotFound, ValidationFailed
 from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Plan, Region, Run
@@ -209,7 +210,7 @@ def _insert_jobs(session: Session, rows: list[dict[str, Any]]) -> list[int]:
     pipelines it): 4x faster for a 10,000-job batch than INSERT ... RETURNING over multi-row VALUES, whose huge
     statements psycopg re-parses on every page (bench/api_bench.py --profile).
     """
-    if session.get_bind().dialect.name == "postgresql":
+    if is_postgresql(session):
         ids = sorted(session.scalars(
             text("SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, :n)"), {"n": len(rows)}
         ))
@@ -263,6 +264,45 @@ def set_state(session: Session, job: Job, state: JobState, message: str = "", *,
     job.state = state
     job.state_reason = message or None
     session.add(JobEvent(job_id=job.id, at=at or utcnow(), state=state.value, message=message))
+
+
+def reread_job(session: Session, job: Job, *, lock: bool = False) -> Job:
+    """``job`` as committed now, not as this session first read it: the API may have cancelled it meanwhile.
+
+    With ``lock`` on PostgreSQL the row stays locked until the caller commits, so a cancel arriving now waits
+    for this decision and is applied after it instead of being overwritten by it.
+    """
+    session.refresh(job, with_for_update=True if lock and is_postgresql(session) else None)
+    return job
+
+
+def move_job(
+    session: Session, job: Job, state: JobState, message: str, *, at: datetime,
+    only_from: Iterable[JobState] | None = None,
+) -> bool:  # fmt: skip
+    """Set a job's state, with a job event, unless it is finished (or not in ``only_from``); no commit.
+
+    A conditional UPDATE: a state the API committed after ``job`` was read (a cancel) is never overwritten.
+
+    Returns
+    -------
+    bool
+        True when the job moved.
+    """
+    allowed = [s for s in (JobState if only_from is None else only_from) if s not in TERMINAL_JOB_STATES]
+    won = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.state.in_(allowed))
+        .values(state=state, state_reason=message or None)
+        .execution_options(synchronize_session=False)
+    )
+    if won.rowcount != 1:  # type: ignore[attr-defined]
+        session.expire(job, ["state", "state_reason"])
+        return False
+    set_committed_value(job, "state", state)
+    set_committed_value(job, "state_reason", message or None)
+    session.add(JobEvent(job_id=job.id, at=at, state=state.value, message=message))
+    return True
 
 
 def cancel_job(session: Session, principal: Principal, job_id: int) -> Job:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +26,7 @@ from app.models import (
     Region,
     Run,
 )
+from app.services.fleet import lowest_budget_kw
 
 KINDS = (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY)
 
@@ -78,25 +78,6 @@ def quantile_level(key: str) -> float | None:
     if level >= 1.0 and key.strip().lower()[:1] in ("q", "p"):
         level /= 100.0
     return level if 0.0 < level < 1.0 else None
-
-
-def lowest_budget_kw(base_kw: float, overrides: Iterable[tuple[datetime, datetime, float]], start: datetime,
-                     end: datetime) -> float:
-    """The lowest power budget in force at any moment of [start, end) [kW].
-
-    Each override ``(start_at, end_at, power_kw)`` sets the budget over its own half-open window, the lowest one
-    wins where they overlap, and the region's ``base_kw`` holds wherever none does.
-    """
-    windows = sorted((max(s, start), min(e, end), kw) for s, e, kw in overrides if s < end and e > start)
-    if not windows:
-        return base_kw
-    lowest = min(kw for _s, _e, kw in windows)
-    covered_to = start
-    for s, e, _kw in windows:
-        if s > covered_to:  # a gap: the region's own budget holds there
-            return min(lowest, base_kw)
-        covered_to = max(covered_to, e)
-    return lowest if covered_to >= end else min(lowest, base_kw)
 
 
 def assignment_power_kw(a: Any) -> float:

@@ -48,8 +48,7 @@ from app.models import (
 from app.services import jobs as job_service
 from app.services.audit import last_entry
 from app.services.capacity import held_intervals
-from app.services.fleet import FleetSnapshot, snapshot
-from app.services.overview import lowest_budget_kw
+from app.services.fleet import FleetSnapshot, lowest_budget_kw, snapshot
 from optimizer import (
     SOLVERS,
     Objective,

@@ -8,7 +8,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.db import utcnow
+from app.db import is_postgresql, utcnow
 
 #: Key of the PostgreSQL transaction-level advisory lock held while a plan is computed and stored.
 PLAN_LOCK_KEY = 0x67726964  # "grid"
@@ -22,7 +22,7 @@ def replan(session: Session, settings: Settings, trigger: str, *, now: datetime 
     """
     from app.services.planning import plan_fleet  # OR-Tools is loaded only where planning happens
 
-    if session.get_bind().dialect.name == "postgresql":
+    if is_postgresql(session):
         session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PLAN_LOCK_KEY})
     return plan_fleet(session, settings, now=now or utcnow(), horizon_hours=settings.horizon_hours,
                       objective=settings.objective, trigger=trigger)
