@@ -39,6 +39,10 @@ class UTCDateTime(TypeDecorator[datetime]):
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 
+# Timestamps are stored in UTC: a year near 1 or 9999 overflows the conversion, so input takes these years only.
+FIRST_YEAR, LAST_YEAR = 1900, 2999
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 

@@ -6,13 +6,10 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
+from app.db import FIRST_YEAR, LAST_YEAR
 from app.enums import JobState, SeriesKind, WorkloadClass
 
 CODE = validate.Regexp(r"^[A-Za-z0-9_.-]{1,32}$", error="letters, digits, '_', '.' or '-' (1-32)")
-
-
-# Timestamps are stored in UTC: a year near 1 or 9999 overflows the conversion, so the API takes these years only.
-FIRST_YEAR, LAST_YEAR = 1900, 2999
 
 
 class Aware(fields.AwareDateTime):

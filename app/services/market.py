@@ -31,6 +31,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from app.db import FIRST_YEAR, LAST_YEAR
 from app.enums import SERIES_UNITS, SeriesKind
 from app.errors import FieldError, ValidationFailed
 from app.models import MarketSeries
@@ -48,8 +49,9 @@ WIND_SOLAR_COLUMNS = ("solar_forecast_mw", "wind_onshore_forecast_mw", "wind_off
 ZERO_IS_MISSING = {SeriesKind.LOAD, SeriesKind.LOAD_FORECAST, SeriesKind.GENERATION_FORECAST}
 MAX_ERRORS = 50
 # the sizes of market_series' text columns: a longer value is a bad line, not a database error
-TEXT_LIMITS = {"zone": 32, "unit": 24, "source": 64}
-FIRST_YEAR, LAST_YEAR = 1900, 2999  # timestamps are stored in UTC: years near 1 or 9999 overflow the conversion
+TEXT_LIMITS: dict[str, int] = {
+    name: MarketSeries.__table__.c[name].type.length for name in ("zone", "unit", "source")  # type: ignore[attr-defined]
+}
 
 
 @dataclass(frozen=True, slots=True)
