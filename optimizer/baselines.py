@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from optimizer.assemble import assemble_plan
-from optimizer.bound import Choice, cumulative
+from optimizer.bound import Choice, Option, cumulative
 from optimizer.heuristic import Residual, greedy_order, place
 from optimizer.plan import Plan, PlanStatus, SolveStats
 from optimizer.problem import Problem, SolveParams
@@ -54,7 +54,7 @@ def _fits(tb: Tables, res: Residual, row: int, r: int, h: int, first: int, last:
 
 
 def _take(tb: Tables, res: Residual, ch: Choice, row: int, r: int, h: int, start: int) -> None:
-    ch.set(row, (r, h, start, int(tb.dur[row, h]), 0, 0))
+    ch.set(row, Option(r, h, start, int(tb.dur[row, h]), 0, 0))
     res.apply(tb, ch, row, -1)
 
 

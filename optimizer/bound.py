@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import MutableSequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,6 +38,18 @@ class Multipliers:
         return cls(np.zeros((tb.R, tb.H, tb.T)), np.zeros((tb.R, tb.T)), nu)
 
 
+class Option(NamedTuple):
+    """One job's placement: region and hardware index, and up to two chunks ``[s1, s1 + l1)``, ``[s2, s2 + l2)``
+    [slots] (``l2 == 0``: one chunk)."""
+
+    r: int
+    h: int
+    s1: int
+    l1: int
+    s2: int
+    l2: int
+
+
 @dataclass(slots=True)
 class Choice:
     """One option per job row: region, hardware and up to two chunks (``l2 == 0``: one chunk)."""
@@ -53,9 +66,9 @@ class Choice:
         z = np.zeros(n, dtype=np.int64)
         return cls(-np.ones(n, dtype=np.int64), z.copy(), z.copy(), z.copy(), z.copy(), z.copy())
 
-    def get(self, row: int) -> tuple[int, int, int, int, int, int]:
-        """The option of ``row`` as (region, hardware, start 1, length 1, start 2, length 2)."""
-        return (
+    def get(self, row: int) -> Option:
+        """The option of ``row``."""
+        return Option(
             int(self.r[row]),
             int(self.h[row]),
             int(self.s1[row]),
@@ -64,7 +77,7 @@ class Choice:
             int(self.l2[row]),
         )
 
-    def set(self, row: int, opt: tuple[int, int, int, int, int, int]) -> None:
+    def set(self, row: int, opt: Option) -> None:
         self.r[row], self.h[row], self.s1[row], self.l1[row], self.s2[row], self.l2[row] = opt
 
     def copy(self) -> Choice:

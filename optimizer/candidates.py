@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from optimizer.bound import Choice, Multipliers
+from optimizer.bound import Choice, Multipliers, Option
 from optimizer.heuristic import Residual, Scanner, option_objective, penalised_objective
 from optimizer.tables import Tables, power_mw
 
@@ -48,9 +48,9 @@ class Candidates:
         self.pairs_row_off = np.searchsorted(prow[o], np.arange(tb.J + 1))
         self.pr, self.ph, self.plb = pr[o], ph[o], v[o]
 
-    def option(self, k: int) -> tuple[int, int, int, int, int, int]:
-        """Candidate ``k`` as (region, hardware, start 1, length 1, start 2, length 2)."""
-        return (
+    def option(self, k: int) -> Option:
+        """Candidate ``k``."""
+        return Option(
             int(self.r[k]),
             int(self.h[k]),
             int(self.s1[k]),
@@ -72,9 +72,9 @@ class Candidates:
         )
 
 
-def _fits_option(
-    tb: Tables, res: Residual, row: int, r: int, h: int, s1: int, l1: int, s2: int, l2: int
-) -> bool:
+def fits_option(tb: Tables, res: Residual, row: int, opt: Option) -> bool:
+    """Whether job ``row`` fits at ``opt`` in the residual capacity ``res`` (GPUs and power in every slot it runs)."""
+    r, h, s1, l1, s2, l2 = opt
     g = tb.g[row]
     p = power_mw(tb.power_kw(row, r, h))
     if res.gpu[r, h, s1 : s1 + l1].min() < g or res.kw[r, s1 : s1 + l1].min() < p:
@@ -114,7 +114,7 @@ def place_fast(
             if cand.val[k] > limit:
                 break
             opt = cand.option(k)
-            if _fits_option(tb, res, row, *opt):
+            if fits_option(tb, res, row, opt):
                 ch.set(row, opt)
                 taken = True
                 break
@@ -155,7 +155,7 @@ def improve_fast(tb: Tables, ch: Choice, cand: Candidates, *, time_limit_s: floa
                 if cand.val[k] >= was - 1e-9 * max(1.0, abs(was)):
                     break
                 opt = cand.option(k)
-                if _fits_option(tb, res, row, *opt):
+                if fits_option(tb, res, row, opt):
                     ch.set(row, opt)
                     current[row] = cand.val[k]
                     moved += 1
@@ -202,12 +202,12 @@ def repair_left_out(
                 res.apply(tb, trial, int(busy), -1)
             evicted: list[int] = []
             for j in hit:
-                if _fits_option(tb, res, row, r, h, s1, l1, s2, l2):
+                if fits_option(tb, res, row, Option(r, h, s1, l1, s2, l2)):
                     break
                 res.apply(tb, trial, j, +1)
                 trial.r[j] = -1
                 evicted.append(j)
-            if not _fits_option(tb, res, row, r, h, s1, l1, s2, l2):
+            if not fits_option(tb, res, row, Option(r, h, s1, l1, s2, l2)):
                 continue
             trial.r[row], trial.h[row], trial.s1[row], trial.l1[row], trial.s2[row], trial.l2[row] = (
                 r,

@@ -30,20 +30,18 @@ import time
 
 import numpy as np
 
-from optimizer.bound import Choice, evaluate
-from optimizer.candidates import _fits_option
+from optimizer.bound import Choice, Option, evaluate
+from optimizer.candidates import fits_option
 from optimizer.heuristic import Residual, Scanner, size_order
-from optimizer.lp import _Master
+from optimizer.lp import RestrictedMaster
 from optimizer.parallel import Child, fork_call
 from optimizer.rounding import runnable_columns
 from optimizer.tables import Tables
 
-Option = tuple[int, int, int, int, int, int]
-
 
 def lp_dive(
     tb: Tables,
-    master: _Master,
+    master: RestrictedMaster,
     rep: np.ndarray,
     counts: np.ndarray,
     *,
@@ -59,7 +57,7 @@ def lp_dive(
     ----------
     tb : Tables
         Problem arrays.
-    master : _Master
+    master : RestrictedMaster
         The restricted master LP, solved; its bounds and columns change (do not use it afterwards).
     rep, counts : numpy.ndarray
         A representative job row and the size of each class.
@@ -123,7 +121,7 @@ def lp_dive(
             if fixed[c] >= counts[c]:
                 continue
             row = int(rep[c])
-            if not usable[k] or not _fits_option(tb, res, row, *opt):
+            if not usable[k] or not fits_option(tb, res, row, opt):
                 var.upper_bound = float(cur[k])
                 capped += 1
                 found = scan.best(row, res)
@@ -167,7 +165,7 @@ NEXT_DIVE_RATIO = 1.7
 
 
 def dive_portfolio(
-    tb: Tables, master: _Master, rep: np.ndarray, counts: np.ndarray, *, time_limit_s: float, workers: int
+    tb: Tables, master: RestrictedMaster, rep: np.ndarray, counts: np.ndarray, *, time_limit_s: float, workers: int
 ) -> list[Choice]:
     """The plans of the dives of ``DIVE_LANES``, each from ``master`` as it is now, within ``time_limit_s`` [s].
 
@@ -215,10 +213,10 @@ def dive_portfolio(
 def _option(key: tuple[int, ...]) -> Option:
     """The option ``(r, h, s1, l1, s2, l2)`` of a column key ``(class, r, h, s1, l1, s2, l2)``."""
     _, r, h, s1, l1, s2, l2 = key
-    return r, h, s1, l1, s2, l2
+    return Option(r, h, s1, l1, s2, l2)
 
 
-def _values(master: _Master) -> np.ndarray:
+def _values(master: RestrictedMaster) -> np.ndarray:
     """The last LP solution per column (0 for columns added since)."""
     ids = np.array([var.id for _, var in master.column_vars], dtype=np.int64)
     x = np.zeros(len(ids))
@@ -227,7 +225,7 @@ def _values(master: _Master) -> np.ndarray:
     return x
 
 
-def _complete(tb: Tables, master: _Master, rep: np.ndarray, lower: dict[int, int]) -> Choice:
+def _complete(tb: Tables, master: RestrictedMaster, rep: np.ndarray, lower: dict[int, int]) -> Choice:
     """The fixed jobs, then every other job on its class's column with the most LP value left where it fits, else
     on its best feasible option at the LP's duals (biggest jobs first)."""
     cls = master.cls
@@ -260,7 +258,7 @@ def _complete(tb: Tables, master: _Master, rep: np.ndarray, lower: dict[int, int
         row = int(row_)
         if ch.r[row] >= 0:
             continue
-        opt = next((o for _, o in rest.get(int(cls[row]), []) if _fits_option(tb, res, row, *o)), None)
+        opt = next((o for _, o in rest.get(int(cls[row]), []) if fits_option(tb, res, row, o)), None)
         if opt is None:
             found = scan.best(row, res)
             if found is None:

@@ -12,21 +12,10 @@ import time
 
 import numpy as np
 
-from optimizer.bound import Choice
-from optimizer.candidates import Candidates, _fits_option
-from optimizer.heuristic import Residual, Scanner, option_objective
+from optimizer.bound import Choice, Option
+from optimizer.candidates import Candidates, fits_option
+from optimizer.heuristic import Residual, Scanner, option_objective, single_objective
 from optimizer.tables import Tables
-
-FIELDS = ("r", "h", "s1", "l1", "s2", "l2")
-
-
-def _get(ch: Choice, row: int) -> tuple[int, ...]:
-    return tuple(int(getattr(ch, f)[row]) for f in FIELDS)
-
-
-def _set(ch: Choice, row: int, opt: tuple[int, ...]) -> None:
-    for f, v in zip(FIELDS, opt, strict=True):
-        getattr(ch, f)[row] = v
 
 
 def _overlapping(ch: Choice, row: int, r: int, spans: list[tuple[int, int]]) -> np.ndarray:
@@ -99,8 +88,8 @@ def eject_improve(
             row = int(row_)
             lo, hi = int(cand.offsets[row]), int(cand.offsets[row + 1])
             for k in range(lo, hi if left_out_only else min(hi, lo + tries)):
-                opt = tuple(int(getattr(cand, f)[k]) for f in FIELDS)
-                opt_cost = _cost_of(tb, row, opt)
+                opt = cand.option(k)
+                opt_cost = single_objective(tb, row, opt)
                 if opt_cost >= cost[row] - 1e-9 * max(1.0, abs(cost[row])):
                     if left_out_only:
                         continue
@@ -115,7 +104,7 @@ def _try_move(tb, ch, res, scan, cand, cost, size, flex, row, opt, opt_cost, max
     """Move ``row`` to ``opt`` with ejections; keep it only when the objective drops. Returns whether kept."""
     r, h, s1, l1, s2, l2 = opt
     spans = [(s1, s1 + l1)] + ([(s2, s2 + l2)] if l2 else [])
-    old_row = _get(ch, row)
+    old_row = ch.get(row)
     res.apply(tb, ch, row, +1)
     blockers = _overlapping(ch, row, r, spans)
     # same hardware first; among those, jobs that may run on other (region, hardware) pairs, then the ones
@@ -132,34 +121,34 @@ def _try_move(tb, ch, res, scan, cand, cost, size, flex, row, opt, opt_cost, max
     order = sorted(
         blockers.tolist(), key=lambda j: (int(ch.h[j]) != h, int(flex[j]) <= 1, -covered(j), int(size[j]))
     )
-    evicted: list[tuple[int, tuple[int, ...]]] = []
-    fits = _fits_option(tb, res, row, *opt)
+    evicted: list[tuple[int, Option]] = []
+    fits = fits_option(tb, res, row, opt)
     for j in order:
         if fits or len(evicted) >= max_evict:
             break
-        evicted.append((j, _get(ch, j)))
+        evicted.append((j, ch.get(j)))
         res.apply(tb, ch, j, +1)
         ch.r[j] = -1
-        fits = _fits_option(tb, res, row, *opt)
+        fits = fits_option(tb, res, row, opt)
     before = cost[row] + sum(cost[j] for j, _ in evicted)
     after = opt_cost
     placed: list[int] = []
     if fits:
-        _set(ch, row, opt)
+        ch.set(row, opt)
         res.apply(tb, ch, row, -1)
         for j, _ in sorted(evicted, key=lambda e: -int(size[e[0]])):
             found = scan.best(j, res, cand.pairs(j))
             if found is None or after + found[1] >= before:
                 after = np.inf
                 break
-            _set(ch, j, found[2])
+            ch.set(j, found[2])
             res.apply(tb, ch, j, -1)
             placed.append(j)
             after += found[1]
     if fits and after < before - 1e-9 * max(1.0, abs(before)):
         cost[row] = opt_cost
         for j in placed:
-            cost[j] = _one(tb, ch, j)
+            cost[j] = single_objective(tb, j, ch.get(j))
         return True
     # undo: take back what was placed, restore the evicted jobs and the row
     for j in placed:
@@ -167,19 +156,11 @@ def _try_move(tb, ch, res, scan, cand, cost, size, flex, row, opt, opt_cost, max
     if fits:
         res.apply(tb, ch, row, +1)
     for j, old in evicted:
-        _set(ch, j, old)
+        ch.set(j, old)
         res.apply(tb, ch, j, -1)
-    _set(ch, row, old_row)
+    ch.set(row, old_row)
     res.apply(tb, ch, row, -1)
     return False
 
 
-def _one(tb: Tables, ch: Choice, row: int) -> float:
-    """Objective of ``row``'s option in ``ch`` [objective units]."""
-    return _cost_of(tb, row, _get(ch, row))
 
-
-def _cost_of(tb: Tables, row: int, opt: tuple[int, ...]) -> float:
-    """Objective of job ``row`` on option ``opt`` [objective units]."""
-    single = Choice(*(np.array([v]) for v in opt))
-    return float(option_objective(tb, single, rows=np.array([row]))[0])

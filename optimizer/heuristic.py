@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from optimizer.bound import Choice, Multipliers, cumulative
+from optimizer.bound import Choice, Multipliers, Option, cumulative
 from optimizer.tables import Tables, power_mw
 
 
@@ -71,14 +71,14 @@ class Scanner:
 
     def best(
         self, row: int, res: Residual, pairs: list[tuple[int, int, float]] | None = None
-    ) -> tuple[float, float, tuple[int, int, int, int, int, int]] | None:
+    ) -> tuple[float, float, Option] | None:
         """``(score, objective, (r, h, s1, l1, s2, l2))`` of the best feasible option, or None.
 
         ``pairs``, when given, lists ``(region, hardware, lower bound of its score)`` in increasing bound
         order; the scan stops at the first pair whose bound cannot beat the best found (same answer, less work).
         """
         tb = self.tb
-        found: tuple[float, float, tuple[int, int, int, int, int, int]] | None = None
+        found: tuple[float, float, Option] | None = None
         if pairs is None:
             groups = [
                 (np.flatnonzero(tb.elig[row, :, h]), int(h)) for h in np.flatnonzero(tb.elig[row].any(axis=0))
@@ -104,7 +104,7 @@ class Scanner:
         k = int(np.argmin(masked))
         i, j = divmod(k, masked.shape[1])
         if np.isfinite(masked[i, j]) and (found is None or masked[i, j] < found[0]):
-            found = (float(masked[i, j]), float(obj[i, j]), (int(rr[i]), h, int(starts[j]), length, 0, 0))
+            found = (float(masked[i, j]), float(obj[i, j]), Option(int(rr[i]), h, int(starts[j]), length, 0, 0))
         if tb.intr[row]:
             two = self._two_chunks(row, res, rr, h, rel, dl, length)
             if two is not None and (found is None or two[0] < found[0]):
@@ -134,7 +134,7 @@ class Scanner:
             return None
         ja = int(np.argmin(ma[i, : jb + 1]))
         objective = float(obj_a[i, ja] + obj_b[i, jb])
-        return float(total[i, jb]), objective, (int(rr[i]), h, int(sa[ja]), a, int(sb[jb]), b)
+        return float(total[i, jb]), objective, Option(int(rr[i]), h, int(sa[ja]), a, int(sb[jb]), b)
 
 
 def option_objective(
@@ -161,6 +161,12 @@ def option_objective(
     part2 = np.where(l2 > 0, cum[r, np.minimum(s2 + l2, tb.T)] - cum[r, s2], 0.0)
     out[on] = power * (cum[r, s1 + l1] - cum[r, s1] + part2)
     return out
+
+
+def single_objective(tb: Tables, row: int, opt: Option) -> float:
+    """Objective of job ``row`` at option ``opt`` [objective units]."""
+    single = Choice(*(np.array([v]) for v in opt))
+    return float(option_objective(tb, single, rows=np.array([row]))[0])
 
 
 def penalised_objective(tb: Tables, ch: Choice, nu: float = 0.0) -> float:

@@ -25,7 +25,7 @@ from optimizer.heuristic import option_objective
 from optimizer.tables import Tables
 
 
-class _Master:
+class RestrictedMaster:
     """The restricted master LP in MathOpt (GLOP), re-solved from the last optimal basis after each round.
 
     Columns only ever get added, so the last optimal basis (new columns at their lower bound 0, the slacks of
@@ -252,10 +252,10 @@ def column_generation(
     -------
     tuple
         ``(best valid bound [objective units], multipliers of that bound, info)``; ``info["primal"]`` holds
-        the last restricted LP solution (see ``_Master.primal``), ``info["columns_table"]`` every column.
+        the last restricted LP solution (see ``RestrictedMaster.primal``), ``info["columns_table"]`` every column.
     """
     t0 = time.perf_counter()
-    master = _Master(tb, cls, rep, counts)
+    master = RestrictedMaster(tb, cls, rep, counts)
     is_rep = np.zeros(tb.J, dtype=bool)
     is_rep[rep] = True
     for seed in seeds:

@@ -23,9 +23,9 @@ import time
 
 import numpy as np
 
-from optimizer.bound import Choice, Multipliers, cumulative, evaluate
-from optimizer.candidates import Candidates, _fits_option
-from optimizer.heuristic import Residual, Scanner, option_objective, penalised_objective
+from optimizer.bound import Choice, Multipliers, Option, cumulative, evaluate
+from optimizer.candidates import Candidates, fits_option
+from optimizer.heuristic import Residual, Scanner, option_objective, penalised_objective, single_objective
 from optimizer.tables import Tables
 
 
@@ -123,8 +123,8 @@ def ruin_recreate(
             if lp_t is not None:
                 excess = np.where(ch.r >= 0, np.maximum(cost - lp_t[3], 0.0), 0.0)
         it += 1
-        first: tuple[int, tuple[int, int, int, int, int, int]] | None = None
-        target_opt: tuple[int, int, int, int, int, int] | None = None
+        first: tuple[int, Option] | None = None
+        target_opt: Option | None = None
         j = -1
         if lp_t is not None and it % 4 == 1 and excess.sum() > 0:
             j = int(rng.choice(tb.J, p=excess / excess.sum()))
@@ -133,7 +133,7 @@ def ruin_recreate(
             lo, hi = offsets[c], offsets[c + 1]
             if hi > lo:
                 k_ = lo + int(rng.choice(hi - lo, p=mass[lo:hi] / mass[lo:hi].sum()))
-                target_opt = tuple(int(v) for v in table[k_, 1:7])  # type: ignore[assignment]
+                target_opt = Option(*(int(v) for v in table[k_, 1:7]))
         elif it % 2 and reduced.sum() > 0:
             j = int(rng.choice(tb.J, p=reduced / reduced.sum()))
             target_opt = target.get(j)
@@ -170,11 +170,11 @@ def ruin_recreate(
         placed: list[int] = []
         after = 0.0
         rest = free
-        if first is not None and _fits_option(tb, res, first[0], *first[1]):
+        if first is not None and fits_option(tb, res, first[0], first[1]):
             ch.set(first[0], first[1])
             res.apply(tb, ch, first[0], -1)
             placed.append(first[0])
-            after += _one(tb, ch, first[0])
+            after += single_objective(tb, first[0], first[1])
             rest = free[1:]
         keys = size_key[rest] * np.exp(rng.normal(0.0, 0.5, len(rest)))
         ok = True
@@ -194,7 +194,7 @@ def ruin_recreate(
         delta = after - before
         if ok and (delta < -1e-12 or rng.random() < np.exp(-max(delta, 0.0) / temp)):
             for j in placed:
-                cost[j] = _one(tb, ch, j)
+                cost[j] = single_objective(tb, j, ch.get(j))
             current += delta
             if current < best_value - 1e-9 * max(1.0, abs(best_value)):
                 best, best_value = ch.copy(), current
@@ -231,8 +231,3 @@ def _lp_targets(tb: Tables, cls: np.ndarray, primal: np.ndarray):
         low = per_cls[cls]
     return table, mass, offsets, low
 
-
-def _one(tb: Tables, ch: Choice, row: int) -> float:
-    """Objective of ``row``'s option in ``ch`` [objective units]."""
-    single = Choice(*(np.array([v]) for v in ch.get(row)))
-    return float(option_objective(tb, single, rows=np.array([row]))[0])

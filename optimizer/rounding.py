@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from optimizer.bound import Choice, Multipliers
-from optimizer.candidates import Candidates, _fits_option
+from optimizer.bound import Choice, Multipliers, Option
+from optimizer.candidates import Candidates, fits_option
 from optimizer.heuristic import Residual, Scanner, option_objective, size_order
 from optimizer.tables import Tables
 
@@ -67,8 +67,9 @@ def round_lp(
             if mass[k] <= 1e-6:
                 continue
             r, h, s1, l1, s2, l2 = (int(x) for x in table[k, 1:])
-            if _fits_option(tb, res, row, r, h, s1, l1, s2, l2):
-                ch.set(row, (r, h, s1, l1, s2, l2))
+            opt = Option(r, h, s1, l1, s2, l2)
+            if fits_option(tb, res, row, opt):
+                ch.set(row, opt)
                 mass[k] -= 1.0
                 taken = True
                 break

@@ -21,7 +21,7 @@ from ortools.math_opt import model_parameters_pb2, result_pb2
 from ortools.math_opt.python import mathopt
 from ortools.math_opt.solvers import highs_pb2
 
-from optimizer.bound import Choice, usage
+from optimizer.bound import Choice, Option, usage
 from optimizer.heuristic import Residual
 from optimizer.master import master_model, run_model
 from optimizer.rounding import runnable_columns
@@ -176,7 +176,7 @@ def _to_choice(tb: Tables, cls: np.ndarray, table: np.ndarray, n: np.ndarray) ->
             row = int(order[starts[c] + used[c]])
             used[c] += 1
             r, h, s1, l1, s2, l2 = (int(v) for v in table[k, 1:])
-            ch.set(row, (r, h, s1, l1, s2, l2))
+            ch.set(row, Option(r, h, s1, l1, s2, l2))
             res.apply(tb, ch, row, -1)
     if (res.gpu < 0).any() or (res.kw < 0).any():
         return None

@@ -15,7 +15,7 @@ from tests.optimizer.conftest import brute_force, job, problem, region, tiny_ran
 def test_warm_started_master_matches_a_master_solved_from_scratch():
     from optimizer.bound import Choice, Multipliers, evaluate
     from optimizer.cpsat import build_classes
-    from optimizer.lp import _Master
+    from optimizer.lp import RestrictedMaster
 
     # 12 jobs on 2 regions x 8 slots: columns added in three rounds, each solve from the last basis
     rng = np.random.default_rng(4)
@@ -38,7 +38,7 @@ def test_warm_started_master_matches_a_master_solved_from_scratch():
                 all_opts.append((reg, 0, start, int(tb.dur[row, 0]), 0, 0))
     opts = Choice(*(np.array(col, dtype=np.int64) for col in zip(*all_opts, strict=True)))
     job_rows = np.array(all_rows, dtype=np.int64)
-    warm = _Master(tb, cls, rep, counts)
+    warm = RestrictedMaster(tb, cls, rep, counts)
     warm.add_options(every, np.arange(len(rows)), rows)
     assert warm.solve(5.0)
     values = []
@@ -47,7 +47,7 @@ def test_warm_started_master_matches_a_master_solved_from_scratch():
         assert warm.solve(5.0)
         values.append(warm.value())
         assert warm.var_status is not None  # the next solve starts from this basis
-    cold = _Master(tb, cls, rep, counts)
+    cold = RestrictedMaster(tb, cls, rep, counts)
     cold.add_options(every, np.arange(len(rows)), rows)
     cold.add_options(opts, np.arange(len(job_rows)), job_rows)
     assert cold.solve(5.0)

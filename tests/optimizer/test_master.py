@@ -29,7 +29,7 @@ def _every_start(tb):
 def test_master_over_every_column_is_the_full_lp_and_its_duals_give_that_bound(solver):
     from optimizer.bound import Choice, evaluate
     from optimizer.cpsat import build_classes
-    from optimizer.lp import _Master
+    from optimizer.lp import RestrictedMaster
     from optimizer.master import column_table, solve_master
     from optimizer.tables import build_tables
 
@@ -49,7 +49,7 @@ def test_master_over_every_column_is_the_full_lp_and_its_duals_give_that_bound(s
     got = solve_master(tb, cls, rep, counts, table, time_limit_s=10.0, solver=solver)
     assert got is not None
     value, primal, duals = got
-    reference = _Master(tb, cls, rep, counts)
+    reference = RestrictedMaster(tb, cls, rep, counts)
     reference.add_options(opts, np.arange(len(rows)), rows)
     assert reference.solve(5.0)
     assert math.isclose(value, reference.value(), rel_tol=1e-7)

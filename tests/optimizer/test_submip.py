@@ -94,8 +94,8 @@ def test_a_solution_that_breaks_a_capacity_is_refused():
 def test_solve_collects_the_mip_plan_from_the_second_worker_or_runs_it_alone(monkeypatch):
     import sys
 
-    solve_module = sys.modules["optimizer.solve"]  # ``optimizer.solve`` is also the package's solve function
-    monkeypatch.setattr(solve_module, "RINS_MIN_S", 0.5)
+    phases = sys.modules["optimizer.phases_search"]  # the phase that starts the MIP reads its threshold there
+    monkeypatch.setattr(phases, "RINS_MIN_S", 0.5)
     rng = np.random.default_rng(7)
     regions = [region(n, rng.integers(5, 100, 12), gpus=4, budget_kw=4.0) for n in ("A", "B", "C")]
     jobs = [

@@ -1,0 +1,238 @@
+"""Phases of the planner that give the bound and the capacity prices: the LP (column generation, rounding, dive),
+the Lagrangian ascent and its master LP, CP-SAT at the end, and the resumed or second-worker ascent.
+
+Each is ``phase(run: SolveRun) -> None`` (see :mod:`optimizer.pipeline`); the order is :data:`optimizer.solve.PIPELINE`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ortools.sat.python import cp_model
+
+from optimizer.bound import Choice, evaluate, subgradient
+from optimizer.candidates import Candidates, improve_fast, place_fast
+from optimizer.cpsat import build_model, build_options, read_solution, solve_model
+from optimizer.dive import dive_portfolio
+from optimizer.eject import eject_improve
+from optimizer.lp import column_generation
+from optimizer.master import TRAIL_ITERATIONS, master_guide
+from optimizer.parallel import start_ascent
+from optimizer.pipeline import SHARE, SolveRun, score_plan
+from optimizer.plan import PlanStatus
+from optimizer.rounding import lp_candidates, round_lp
+
+
+def place_left_out(run: SolveRun, ch: Choice, priced: Candidates, time_limit_s: float) -> Choice:
+    """Ejection moves for the jobs ``ch`` leaves out, over candidates at capacity prices (uncongested slots)."""
+    return eject_improve(run.tb, ch, priced, time_limit_s=time_limit_s, max_evict=30, left_out_only=True)
+
+
+def lp_colgen(run: SolveRun) -> None:
+    """Column generation on the LP of the aggregated model: the bound, the duals and a rounded plan."""
+    if not run.lp_path:
+        return
+    best = run.best
+    run.lower, run.m, run.info = column_generation(
+        run.tb,
+        run.cls,
+        run.rep,
+        run.counts,
+        [best.plan, run.ch0],
+        time_limit_s=SHARE["lp_colgen"] * run.left(),
+        keep_master=True,
+    )
+    info = run.info
+    run.lap("lp_colgen")
+    run.notes.append(
+        f"lp rounds={info['rounds']} columns={info['columns']} converged={info['converged']} "
+        f"lp_value={info['lp_value']}"
+    )
+    run.lp_converged = bool(info["converged"])
+    run.cand_ls = lp_candidates(run.tb, run.cls, info["columns_table"], run.found0)  # more starts for local search
+    if info["primal"] is not None:
+        run.lp_sol = (run.cls, info["primal"])
+        rounded = round_lp(run.tb, run.cls, info["primal"], run.m)
+        best.offer(rounded, start=True, label="lp rounding", extra=f" (greedy {best.score:.6g})")
+        run.lap("lp_rounding")
+
+
+def lp_dive(run: SolveRun) -> None:
+    """Dives on the LP: a few jobs fixed a step, the LP re-solved and priced between steps."""
+    if not run.lp_path:
+        return
+    master = run.info.pop("master", None)  # the LP's solver state: not needed after the dive
+    if run.info["primal"] is None or run.left() <= SHARE["lp_dive_min_left"] * run.limit:
+        return
+    # dives with different steps run side by side (which one ends lowest varies) and every plan is a start
+    dives = dive_portfolio(
+        run.tb,
+        master,
+        run.rep,
+        run.counts,
+        time_limit_s=SHARE["lp_dive"] * run.left(),
+        workers=run.params.num_workers,
+    )
+    for k, dived in enumerate(dives):
+        run.best.offer(dived, start=True, label=f"lp dive {k}")
+    run.lap("lp_dive")
+
+
+def lp_lagrangian(run: SolveRun) -> None:
+    """Subgradient steps from the LP's duals when the LP did not converge."""
+    if not run.lp_path or run.info["converged"] or run.left() <= SHARE["lp_lagrangian_min_left"] * run.limit:
+        return
+    lower2, m2, _ = subgradient(run.tb, run.upper, start=run.m, time_limit_s=SHARE["lp_lagrangian"] * run.left())
+    if lower2 > run.lower:
+        run.lower, run.m = lower2, m2
+    run.lap("lagrangian")
+
+
+def lagrangian(run: SolveRun) -> None:
+    """Off the LP path: subgradient ascent on the Lagrangian dual (bound and prices), then, up to
+    ``max_master_jobs``, the master LP over the options of its last iterations, rounded to a plan, while the
+    ascent goes on on the second worker."""
+    if run.lp_path:
+        return
+    tb, params = run.tb, run.params
+    use_master = not run.capped and params.max_master_jobs >= tb.J
+    trail: deque[Choice] = deque(maxlen=TRAIL_ITERATIONS)
+    run.lower, run.m, history = subgradient(
+        tb,
+        run.upper,
+        max_iter=300,
+        time_limit_s=max(0.05, SHARE["lagrangian"] * run.left()),
+        trail=trail if use_master else None,
+    )
+    run.lap("lagrangian")
+    run.notes.append(f"lagrangian iterations={len(history)}")
+    if not use_master:
+        return
+    if not run.use_cpsat:  # the ascent goes on on the second core while the master LP is solved here
+        run.ascent = start_ascent(tb, params.num_workers, run.polyak_target(), run.m, run.eval_s, run.left())
+    # if the master LP does not fit in its time, the priced placements follow
+    guide = master_guide(
+        tb,
+        run.cls,
+        run.rep,
+        run.counts,
+        list(trail),
+        run.m,
+        [run.best.plan, run.ch0],
+        time_limit_s=SHARE["master_lp"] * run.left(),
+        eval_s=run.eval_s,
+        notes=run.notes,
+        score=score_plan,
+    )
+    run.lap("master_lp")
+    if guide is not None:
+        lp_value, primal, table, cand = guide
+        run.lp_sol = (run.cls, primal)
+        run.cand_ls = lp_candidates(tb, run.cls, table, run.found0)
+        run.notes.append(
+            f"master lp columns={len(table)} value={lp_value:.6g} rounding={score_plan(tb, cand):.6g}"
+        )
+        run.best.offer(cand, start=True)
+
+
+def bound_worker(run: SolveRun) -> None:
+    """While the bound is still open and CP-SAT will not run, the subgradient ascent goes on on the second
+    worker; the local search's share of the time follows from what else still needs it."""
+    run.bound_open = not run.lp_converged
+    if run.ascent is None and run.bound_open and not run.use_cpsat:
+        run.ascent = start_ascent(
+            run.tb, run.params.num_workers, run.polyak_target(), run.m, run.eval_s, run.left()
+        )
+    if run.ascent is not None:
+        run.bound_open = False
+        run.notes.append("bound: subgradient ascent on a second worker")
+    run.share = SHARE["local_search_shared"] if run.use_cpsat or run.bound_open else SHARE["local_search"]
+    run.nu_ls = run.m.nu if run.capped else 0.0
+
+
+def cpsat(run: SolveRun) -> None:
+    """The bound so far, closed if the plan meets it; else, up to ``max_cpsat_jobs``, CP-SAT over aggregated job
+    classes, warm-started from the best plan, tightens plan and bound."""
+    tb, params, best = run.tb, run.params, run.best
+    run.bound = run.lower
+    gap_abs = best.score - run.lower
+    ub_fix = best.score
+    run.closed = best.found and gap_abs <= 1e-6 * max(1.0, abs(best.score))
+    if run.closed:
+        run.status = PlanStatus.OPTIMAL
+        return
+    if not run.use_cpsat:
+        run.notes.append(
+            f"cpsat skipped: {len(run.rep)} job classes / {tb.J} jobs is beyond max_cpsat_options="
+            f"{params.max_cpsat_options} (8 per class) or max_cpsat_jobs={params.max_cpsat_jobs}"
+        )
+        return
+    if not best.found or run.left() <= 0.5:
+        return
+    _, _, priced = evaluate(tb, run.m)
+    opts = build_options(tb, run.cls, run.rep, run.m, priced, gap_abs, [best.plan], params.max_cpsat_options)
+    run.n_options = len(opts.cls)
+    run.lap("options")
+    if run.left() <= 0.5:
+        return
+    scale = float(tb.problem.cost_scale)
+    built, rows = build_model(tb, opts, run.cls, run.rep, run.counts, best.plan, scale)
+    run.lap("cpsat_build")
+    solver, st = solve_model(built, params, run.left() - 0.2)
+    run.cp_status = solver.status_name(st)
+    run.lap("cpsat_solve")
+    run.notes.append(f"cpsat options={run.n_options} classes={len(run.rep)} rows={rows} exact_pruning={opts.exact}")
+    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        cand = read_solution(solver, built, opts, run.cls, tb.J)
+        score = score_plan(tb, cand)
+        best.offer(cand, ties=True, rel_tol=1e-9)
+        if opts.exact:
+            slack = 0.5 * tb.J / scale
+            run.bound = max(run.bound, min(solver.best_objective_bound / scale, ub_fix) - slack)
+            if st == cp_model.OPTIMAL and score <= solver.objective_value / scale + slack:
+                run.status = PlanStatus.OPTIMAL
+    elif st == cp_model.MODEL_INVALID:
+        run.notes.append("cpsat model invalid: " + built.model.validate())
+    else:
+        run.notes.append(f"cpsat returned {run.cp_status}; keeping the heuristic plan")
+
+
+def resume_bound(run: SolveRun) -> None:
+    """Time left after local search goes to the bound: resume the subgradient ascent from its best point (an
+    iteration costs about two evaluations; the limit is checked after each). Without an LP, a share is kept for
+    one more priced placement at the improved multipliers."""
+    tb, params, best = run.tb, run.params, run.best
+    if run.use_cpsat or not run.bound_open or run.closed or not best.found or run.left() <= 4 * run.eval_s + 0.5:
+        return
+    replace_s = 0.0 if run.lp_converged or params.max_lp_jobs >= tb.J else 2.0 * run.greedy_s + run.eval_s
+    budget = run.left() - 2.5 * run.eval_s - 0.3 - replace_s
+    if budget <= 0:
+        return
+    lower2, m2, history = subgradient(tb, best.score, start=run.m, max_iter=10_000, time_limit_s=budget)
+    run.notes.append(f"bound resumed: {len(history)} more subgradient iterations")
+    run.bound = max(run.bound, lower2)
+    run.lap("lagrangian_resumed")
+    if not replace_s or run.capped or run.left() <= 1.5 * run.greedy_s:
+        return
+    found_m2: list = []
+    evaluate(tb, m2, collect=found_m2)
+    cand_m2 = Candidates(tb, found_m2)
+    cand = place_fast(tb, run.big_first, cand_m2, m=m2)
+    if (cand.r < 0).any():
+        cand = place_left_out(run, cand, cand_m2, SHARE["place_left_out"] * run.left())
+    cand = improve_fast(tb, cand, run.cand_ls, time_limit_s=max(0.05, run.left() - 0.2))
+    if best.offer(cand):
+        run.notes.append("priced placement at the resumed multipliers improved the plan")
+    run.lap("priced_greedy_resumed")
+
+
+def collect_ascent(run: SolveRun) -> None:
+    """The second worker's bound, if it arrives in time."""
+    if run.ascent is None:
+        return
+    got = run.ascent.result(timeout_s=max(0.0, run.left() - 0.1))
+    if got is not None:
+        run.bound = max(run.bound, float(got[0]))
+    else:
+        run.notes.append("bound: the second worker's ascent gave no result in time")
+
