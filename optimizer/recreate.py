@@ -20,6 +20,7 @@ plan seen is returned, so the objective never ends above the starting plan's.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -97,18 +98,17 @@ def ruin_recreate(
     res = Residual(tb)
     for busy in np.flatnonzero(ch.r >= 0):
         res.apply(tb, ch, int(busy), -1)
-    scan = Scanner(tb)
     _, target, best_priced = evaluate(tb, m)
     cost = np.where(ch.r >= 0, option_objective(tb, ch), tb.penalty)
     current = float(cost.sum())
     best, best_value = ch.copy(), current
     t_start = temperature * float(np.nansum(np.where(ch.r >= 0, cost, 0.0))) / max(1, int((ch.r >= 0).sum()))
-    size_key = tb.g * tb.dur.max(axis=1)
     # window moves go to congested regions (high capacity prices) most of the time
     congestion = m.lam.sum(axis=(1, 2)) + m.mu.sum(axis=1)
     region_p = np.full(tb.R, 1.0 / tb.R)
     if congestion.sum() > 0:
         region_p = 0.3 * region_p + 0.7 * congestion / congestion.sum()
+    mv = _Moves(tb, ch, res, Scanner(tb), cand, cost, rng, size, tb.g * tb.dur.max(axis=1), region_p, target)
     reduced = np.zeros(tb.J)
     lp_t = _lp_targets(tb, *lp) if lp is not None else None
     excess = np.zeros(tb.J)
@@ -123,91 +123,122 @@ def ruin_recreate(
             if lp_t is not None:
                 excess = np.where(ch.r >= 0, np.maximum(cost - lp_t[3], 0.0), 0.0)
         it += 1
-        first: tuple[int, Option] | None = None
-        target_opt: Option | None = None
-        j = -1
-        if lp_t is not None and it % 4 == 1 and excess.sum() > 0:
-            j = int(rng.choice(tb.J, p=excess / excess.sum()))
-            table, mass, offsets, _ = lp_t
-            c = int(lp[0][j]) if lp is not None else 0
-            lo, hi = offsets[c], offsets[c + 1]
-            if hi > lo:
-                k_ = lo + int(rng.choice(hi - lo, p=mass[lo:hi] / mass[lo:hi].sum()))
-                target_opt = Option(*(int(v) for v in table[k_, 1:7]))
-        elif it % 2 and reduced.sum() > 0:
-            j = int(rng.choice(tb.J, p=reduced / reduced.sum()))
-            target_opt = target.get(j)
-        if target_opt is not None:
-            # targeted: a job far from its priced best (or its LP columns), with the jobs holding those slots
-            opt = target_opt
-            if opt[0] < 0 or opt == ch.get(j):
-                continue
-            r, h = opt[0], opt[1]
-            a, b = opt[2], max(opt[2] + opt[3], opt[4] + opt[5])
-            over = np.flatnonzero((ch.r == r) & (ch.s1 < b) & (_end(ch) > a))
-            over = over[over != j]
-            pool = np.concatenate(
-                (rng.permutation(over[ch.h[over] == h]), rng.permutation(over[ch.h[over] != h]))
-            )
-            k = int(rng.integers(size // 2, size + 1))
-            free = [j, *(int(x) for x in pool[:k])]
-            first = (j, opt)
-        else:
-            # window: the jobs running in one region during a few slots
-            r = int(rng.choice(tb.R, p=region_p))
-            a = int(rng.integers(0, max(1, tb.T - 1)))
-            w = int(rng.integers(2, 17))
-            on = np.flatnonzero((ch.r == r) & (ch.s1 < a + w) & (_end(ch) > a))
-            k = int(rng.integers(size // 2, size + 1))
-            free = [int(x) for x in rng.permutation(on)[:k]]
+        free, first = _pick_group(mv, it, reduced, excess, lp, lp_t)
         if not free:
             continue
-        old = [ch.get(j) for j in free]
-        before = float(cost[free].sum())
-        for j in free:
-            res.apply(tb, ch, j, +1)
-            ch.r[j] = -1
-        placed: list[int] = []
-        after = 0.0
-        rest = free
-        if first is not None and fits_option(tb, res, first[0], first[1]):
-            ch.set(first[0], first[1])
-            res.apply(tb, ch, first[0], -1)
-            placed.append(first[0])
-            after += single_objective(tb, first[0], first[1])
-            rest = free[1:]
-        keys = size_key[rest] * np.exp(rng.normal(0.0, 0.5, len(rest)))
-        ok = True
-        for j_ in np.asarray(rest)[np.argsort(-keys)]:
-            j = int(j_)
-            found = scan.best(j, res, cand.pairs(j) if cand is not None else None)
-            if found is None:
-                ok = False
-                break
-            ch.set(j, found[2])
-            res.apply(tb, ch, j, -1)
-            placed.append(j)
-            after += found[1]
-            if after >= before + 5.0 * temp:
-                ok = False
-                break
-        delta = after - before
-        if ok and (delta < -1e-12 or rng.random() < np.exp(-max(delta, 0.0) / temp)):
-            for j in placed:
-                cost[j] = single_objective(tb, j, ch.get(j))
-            current += delta
-            if current < best_value - 1e-9 * max(1.0, abs(best_value)):
-                best, best_value = ch.copy(), current
+        delta = _move(mv, free, first, temp)
+        if delta is None:
             continue
-        for j in placed:
-            res.apply(tb, ch, j, +1)
-            ch.r[j] = -1
-        for j, o in zip(free, old, strict=True):
-            ch.set(j, o)
-            res.apply(tb, ch, j, -1)
+        current += delta
+        if current < best_value - 1e-9 * max(1.0, abs(best_value)):
+            best, best_value = ch.copy(), current
     if penalised_objective(tb, best) > penalised_objective(tb, ch):
         best = ch
     return best
+
+
+@dataclass(eq=False, slots=True)
+class _Moves:
+    """The plan being searched (``ch``, modified in place), the capacity it leaves (``res``) and the objective of
+    each row's option (``cost``, the penalty where left out)."""
+
+    tb: Tables
+    ch: Choice
+    res: Residual
+    scan: Scanner
+    cand: Candidates | None
+    cost: np.ndarray
+    rng: np.random.Generator
+    size: int  # most jobs taken out by one move
+    size_key: np.ndarray  # GPUs x longest run per row: bigger jobs are put back first
+    region_p: np.ndarray  # probability of each region for a window move
+    target: Choice  # each row's best option at the capacity prices
+
+
+def _pick_group(
+    mv: _Moves, it: int, reduced: np.ndarray, excess: np.ndarray, lp, lp_t
+) -> tuple[list[int], tuple[int, Option] | None]:
+    """The jobs the next move takes out, and the job to put back first with its option (targeted moves)."""
+    tb, ch, rng = mv.tb, mv.ch, mv.rng
+    target_opt: Option | None = None
+    j = -1
+    if lp_t is not None and it % 4 == 1 and excess.sum() > 0:
+        j = int(rng.choice(tb.J, p=excess / excess.sum()))
+        table, mass, offsets, _ = lp_t
+        c = int(lp[0][j]) if lp is not None else 0
+        lo, hi = offsets[c], offsets[c + 1]
+        if hi > lo:
+            k_ = lo + int(rng.choice(hi - lo, p=mass[lo:hi] / mass[lo:hi].sum()))
+            target_opt = Option(*(int(v) for v in table[k_, 1:7]))
+    elif it % 2 and reduced.sum() > 0:
+        j = int(rng.choice(tb.J, p=reduced / reduced.sum()))
+        target_opt = mv.target.get(j)
+    if target_opt is not None:
+        # targeted: a job far from its priced best (or its LP columns), with the jobs holding those slots
+        opt = target_opt
+        if opt[0] < 0 or opt == ch.get(j):
+            return [], None
+        r, h = opt[0], opt[1]
+        a, b = opt[2], max(opt[2] + opt[3], opt[4] + opt[5])
+        over = np.flatnonzero((ch.r == r) & (ch.s1 < b) & (_end(ch) > a))
+        over = over[over != j]
+        pool = np.concatenate((rng.permutation(over[ch.h[over] == h]), rng.permutation(over[ch.h[over] != h])))
+        k = int(rng.integers(mv.size // 2, mv.size + 1))
+        return [j, *(int(x) for x in pool[:k])], (j, opt)
+    # window: the jobs running in one region during a few slots
+    r = int(rng.choice(tb.R, p=mv.region_p))
+    a = int(rng.integers(0, max(1, tb.T - 1)))
+    w = int(rng.integers(2, 17))
+    on = np.flatnonzero((ch.r == r) & (ch.s1 < a + w) & (_end(ch) > a))
+    k = int(rng.integers(mv.size // 2, mv.size + 1))
+    return [int(x) for x in rng.permutation(on)[:k]], None
+
+
+def _move(mv: _Moves, free: list[int], first: tuple[int, Option] | None, temp: float) -> float | None:
+    """Take ``free`` out and put them back (``first`` at its option first, the rest biggest first with noise, each
+    at its cheapest option that fits); the change in objective when accepted, else None with the plan restored."""
+    tb, ch, res, rng, cost = mv.tb, mv.ch, mv.res, mv.rng, mv.cost
+    old = [ch.get(j) for j in free]
+    before = float(cost[free].sum())
+    for j in free:
+        res.apply(tb, ch, j, +1)
+        ch.r[j] = -1
+    placed: list[int] = []
+    after = 0.0
+    rest = free
+    if first is not None and fits_option(tb, res, first[0], first[1]):
+        ch.set(first[0], first[1])
+        res.apply(tb, ch, first[0], -1)
+        placed.append(first[0])
+        after += single_objective(tb, first[0], first[1])
+        rest = free[1:]
+    keys = mv.size_key[rest] * np.exp(rng.normal(0.0, 0.5, len(rest)))
+    ok = True
+    for j_ in np.asarray(rest)[np.argsort(-keys)]:
+        j = int(j_)
+        found = mv.scan.best(j, res, mv.cand.pairs(j) if mv.cand is not None else None)
+        if found is None:
+            ok = False
+            break
+        ch.set(j, found[2])
+        res.apply(tb, ch, j, -1)
+        placed.append(j)
+        after += found[1]
+        if after >= before + 5.0 * temp:
+            ok = False
+            break
+    delta = after - before
+    if ok and (delta < -1e-12 or rng.random() < np.exp(-max(delta, 0.0) / temp)):
+        for j in placed:
+            cost[j] = single_objective(tb, j, ch.get(j))
+        return delta
+    for j in placed:
+        res.apply(tb, ch, j, +1)
+        ch.r[j] = -1
+    for j, o in zip(free, old, strict=True):
+        ch.set(j, o)
+        res.apply(tb, ch, j, -1)
+    return None
 
 
 def _lp_targets(tb: Tables, cls: np.ndarray, primal: np.ndarray):

@@ -165,22 +165,21 @@ def _job_fields(problem: Problem, hw_index: dict[str, int], region_index: dict[s
     return keep, dur, pkw, allowed, unplanned
 
 
-def build_tables(problem: Problem) -> Tables:
-    """Validate ``problem`` and build its arrays and start windows.
+@dataclass(slots=True)
+class _Curves:
+    """Per-slot arrays of the regions (see ``Tables`` for shapes and units)."""
 
-    Parameters
-    ----------
-    problem : Problem
-        The problem.
+    price: np.ndarray
+    carbon: np.ndarray
+    valid: np.ndarray
+    cap: np.ndarray
+    kw_cap: np.ndarray
+    pue: np.ndarray
 
-    Returns
-    -------
-    Tables
-        Arrays over the plannable jobs, plus an ``Unplanned`` entry with its reason for every other job.
-    """
+
+def _curves(problem: Problem) -> _Curves:
+    """Prices in the problem's currency per kWh, carbon per kWh, GPUs and power left for jobs per slot."""
     T, R, H = problem.n_slots, len(problem.regions), len(problem.hardware)
-    hw_index = {h.name: k for k, h in enumerate(problem.hardware)}
-    region_index = {r.name: k for k, r in enumerate(problem.regions)}
     price = np.array(
         [[p * problem.fx(r.currency) / 1000.0 for p in r.price_per_mwh] for r in problem.regions]
     )
@@ -197,46 +196,70 @@ def build_tables(problem: Problem) -> Tables:
         base = np.zeros(T) if reg.base_load_kw is None else np.asarray(reg.base_load_kw, dtype=float)
         kw_cap[r] = np.nan_to_num(np.asarray(reg.power_budget_kw, dtype=float) - base, nan=0.0)
     pue = np.array([r.pue for r in problem.regions], dtype=float)
+    return _Curves(price, carbon, valid, cap, kw_cap, pue)
 
-    keep, dur_all, pkw_all, allowed_all, unplanned = _job_fields(problem, hw_index, region_index)
-    idx = np.array(keep, dtype=np.int64)
-    jobs = [problem.jobs[i] for i in keep]
-    g = np.array([j.gpus for j in jobs], dtype=np.int64)
-    rel = np.array([max(0, j.release_slot) for j in jobs], dtype=np.int64)
-    dl = np.array([min(T, j.deadline_slot) for j in jobs], dtype=np.int64)
-    dur, pkw, allowed = dur_all[idx], pkw_all[idx], allowed_all[idx]
-    intr = np.array([j.interruptible for j in jobs], dtype=bool)
-    min_chunk = np.array([j.min_chunk_slots for j in jobs], dtype=np.int64)
-    ovh = np.array([j.checkpoint_overhead_slots for j in jobs], dtype=np.int64)
-    J = len(jobs)
-    # stage[j] = how far the best (r, h) got: 0 no hw, 1 window, 2 gpus, 3 power, 4 prices, 5 feasible
-    stage = np.zeros(J, dtype=np.int64)
-    elig = np.zeros((J, R, H), dtype=bool)
+
+def _segments(
+    cur: _Curves,
+    r: int,
+    h: int,
+    g: np.ndarray,
+    pkw: np.ndarray,
+    rows: np.ndarray,
+    length: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+) -> tuple[Segments, np.ndarray]:
+    """Start windows ``first .. last`` of ``rows`` on (r, h), and per start how far it gets alone: stages
+    (enough GPUs, and power, and valid curves) as a ``(3, starts)`` array."""
+    nst = np.maximum(last - first + 1, 0)
+    seg = Segments(r, h, rows, length, first, nst, np.zeros(0, dtype=bool))
+    si, start, _ = seg.expand()
+    ln = length[si]
+    ok_gpu = np.ones(len(si), dtype=bool)
+    ok_kw = np.ones(len(si), dtype=bool)
+    ok_valid = np.ones(len(si), dtype=bool)
+    for L in np.unique(length):
+        sel = ln == L
+        st = start[sel]
+        ok_gpu[sel] = _sliding_min(cur.cap[r, h], int(L))[st] >= g[rows[si[sel]]]
+        power = g[rows[si[sel]]] * pkw[rows[si[sel]], h] * cur.pue[r]
+        ok_kw[sel] = _sliding_min(cur.kw_cap[r], int(L))[st] >= power - 1e-9
+        ok_valid[sel] = _sliding_min(cur.valid[r].astype(np.int8), int(L))[st] > 0
+    seg.ok = ok_gpu & ok_kw & ok_valid
+    stages = np.stack([ok_gpu, ok_gpu & ok_kw, seg.ok]).astype(np.int64)
+    return seg, stages
+
+
+@dataclass(slots=True)
+class _JobArrays:
+    """Per-job arrays of the jobs valid on their own fields (rows before the plannability cut)."""
+
+    g: np.ndarray
+    rel: np.ndarray
+    dl: np.ndarray
+    intr: np.ndarray
+    min_chunk: np.ndarray
+    ovh: np.ndarray
+    dur: np.ndarray
+    pkw: np.ndarray
+    allowed: np.ndarray
+
+
+def _windows(cur: _Curves, ja: _JobArrays, stage: np.ndarray):
+    """Start windows per (region, hardware): contiguous runs and the two-chunk runs of interruptible jobs.
+
+    Raises ``stage[j]`` to how far job ``j`` gets on its best pair: 1 window, 2 GPUs, 3 power, 4 prices,
+    5 feasible. Returns ``(elig, contig, halves)``.
+    """
+    R, H = cur.cap.shape[0], cur.cap.shape[1]
+    g, rel, dl, dur = ja.g, ja.rel, ja.dl, ja.dur
+    elig = np.zeros((len(g), R, H), dtype=bool)
     contig: list[Segments] = []
     halves: list[tuple[Segments, Segments]] = []
-
-    def segments(r: int, h: int, rows: np.ndarray, length: np.ndarray, first: np.ndarray, last: np.ndarray):
-        nst = np.maximum(last - first + 1, 0)
-        seg = Segments(r, h, rows, length, first, nst, np.zeros(0, dtype=bool))
-        si, start, _ = seg.expand()
-        ln = length[si]
-        ok_gpu = np.ones(len(si), dtype=bool)
-        ok_kw = np.ones(len(si), dtype=bool)
-        ok_valid = np.ones(len(si), dtype=bool)
-        for L in np.unique(length):
-            sel = ln == L
-            st = start[sel]
-            ok_gpu[sel] = _sliding_min(cap[r, h], int(L))[st] >= g[rows[si[sel]]]
-            power = g[rows[si[sel]]] * pkw[rows[si[sel]], h] * pue[r]
-            ok_kw[sel] = _sliding_min(kw_cap[r], int(L))[st] >= power - 1e-9
-            ok_valid[sel] = _sliding_min(valid[r].astype(np.int8), int(L))[st] > 0
-        seg.ok = ok_gpu & ok_kw & ok_valid
-        stages = np.stack([ok_gpu, ok_gpu & ok_kw, seg.ok]).astype(np.int64)
-        return seg, si, stages
-
     for r in range(R):
         for h in range(H):
-            rows = np.flatnonzero(allowed[:, r, h])
+            rows = np.flatnonzero(ja.allowed[:, r, h])
             if len(rows) == 0:
                 continue
             stage[rows] = np.maximum(stage[rows], 1)
@@ -246,7 +269,7 @@ def build_tables(problem: Problem) -> Tables:
             if len(rows) == 0:
                 continue
             stage[rows] = np.maximum(stage[rows], 2)
-            seg, _, stages = segments(r, h, rows, L, rel[rows], dl[rows] - L)
+            seg, stages = _segments(cur, r, h, g, ja.pkw, rows, L, rel[rows], dl[rows] - L)
             starts_at = np.concatenate(([0], np.cumsum(seg.nst)[:-1]))  # every job has >= 1 start here
             for k in range(3):
                 hit = np.logical_or.reduceat(stages[k].astype(bool), starts_at)
@@ -254,8 +277,8 @@ def build_tables(problem: Problem) -> Tables:
             feasible = np.logical_or.reduceat(seg.ok, starts_at)
             elig[rows[feasible], r, h] = True
             contig.append(seg)
-            ir = np.flatnonzero(intr[rows])
-            ab = [_halves(int(dur[rows[i], h]), int(ovh[rows[i]]), int(min_chunk[rows[i]])) for i in ir]
+            ir = np.flatnonzero(ja.intr[rows])
+            ab = [_halves(int(dur[rows[i], h]), int(ja.ovh[rows[i]]), int(ja.min_chunk[rows[i]])) for i in ir]
             pick = [i for i, x in zip(ir, ab, strict=True) if x is not None]
             if pick:
                 a = np.array([x[0] for x in ab if x is not None], dtype=np.int64)
@@ -264,81 +287,124 @@ def build_tables(problem: Problem) -> Tables:
                 room = dl[hr] - rel[hr] >= a + b + 1
                 hr, a, b = hr[room], a[room], b[room]
                 if len(hr):
-                    seg_a, _, _ = segments(r, h, hr, a, rel[hr], dl[hr] - b - 1 - a)
-                    seg_b, _, _ = segments(r, h, hr, b, rel[hr] + a + 1, dl[hr] - b)
+                    seg_a, _ = _segments(cur, r, h, g, ja.pkw, hr, a, rel[hr], dl[hr] - b - 1 - a)
+                    seg_b, _ = _segments(cur, r, h, g, ja.pkw, hr, b, rel[hr] + a + 1, dl[hr] - b)
                     halves.append((seg_a, seg_b))
+    return elig, contig, halves
 
-    reasons = {
-        0: UnplannedReason.NO_ELIGIBLE_HARDWARE,
-        1: UnplannedReason.WINDOW_TOO_SHORT,
-        2: UnplannedReason.NO_ELIGIBLE_HARDWARE,
-        3: UnplannedReason.POWER_BUDGET_TOO_LOW,
-        4: UnplannedReason.INVALID_PRICES,
-    }
-    details = {
-        0: "no allowed hardware type with enough memory and a duration",
-        1: "no eligible (region, hardware) fits its run time between release and deadline",
-        2: "needs more GPUs than any eligible region has in its window",
-        3: "its power draw exceeds the power budget over every possible run",
-        4: "every possible run crosses a slot with a missing price or carbon intensity",
-    }
+
+_REASONS = {
+    0: (UnplannedReason.NO_ELIGIBLE_HARDWARE, "no allowed hardware type with enough memory and a duration"),
+    1: (
+        UnplannedReason.WINDOW_TOO_SHORT,
+        "no eligible (region, hardware) fits its run time between release and deadline",
+    ),
+    2: (UnplannedReason.NO_ELIGIBLE_HARDWARE, "needs more GPUs than any eligible region has in its window"),
+    3: (UnplannedReason.POWER_BUDGET_TOO_LOW, "its power draw exceeds the power budget over every possible run"),
+    4: (UnplannedReason.INVALID_PRICES, "every possible run crosses a slot with a missing price or carbon intensity"),
+}
+
+
+def _restrict(seg: Segments, plannable: np.ndarray, remap: np.ndarray) -> Segments:
+    """``seg`` over the plannable jobs only, with their new row numbers."""
+    keep_seg = plannable[seg.job]
+    si, _, _ = seg.expand()
+    return Segments(
+        seg.r,
+        seg.h,
+        remap[seg.job[keep_seg]],
+        seg.length[keep_seg],
+        seg.rel[keep_seg],
+        seg.nst[keep_seg],
+        seg.ok[keep_seg[si]],
+    )
+
+
+def build_tables(problem: Problem) -> Tables:
+    """Validate ``problem`` and build its arrays and start windows.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+
+    Returns
+    -------
+    Tables
+        Arrays over the plannable jobs, plus an ``Unplanned`` entry with its reason for every other job.
+    """
+    T, R, H = problem.n_slots, len(problem.regions), len(problem.hardware)
+    hw_index = {h.name: k for k, h in enumerate(problem.hardware)}
+    region_index = {r.name: k for k, r in enumerate(problem.regions)}
+    cur = _curves(problem)
+    keep, dur_all, pkw_all, allowed_all, unplanned = _job_fields(problem, hw_index, region_index)
+    idx = np.array(keep, dtype=np.int64)
+    jobs = [problem.jobs[i] for i in keep]
+    ja = _JobArrays(
+        g=np.array([j.gpus for j in jobs], dtype=np.int64),
+        rel=np.array([max(0, j.release_slot) for j in jobs], dtype=np.int64),
+        dl=np.array([min(T, j.deadline_slot) for j in jobs], dtype=np.int64),
+        intr=np.array([j.interruptible for j in jobs], dtype=bool),
+        min_chunk=np.array([j.min_chunk_slots for j in jobs], dtype=np.int64),
+        ovh=np.array([j.checkpoint_overhead_slots for j in jobs], dtype=np.int64),
+        dur=dur_all[idx],
+        pkw=pkw_all[idx],
+        allowed=allowed_all[idx],
+    )
+    J = len(jobs)
+    # stage[j] = how far the best (r, h) got: 0 no hw, 1 window, 2 gpus, 3 power, 4 prices, 5 feasible
+    stage = np.zeros(J, dtype=np.int64)
+    elig, contig, halves = _windows(cur, ja, stage)
     plannable = stage >= 5
     for left_out in np.flatnonzero(~plannable):
-        why = int(stage[left_out])
-        unplanned.append(Unplanned(jobs[left_out].job_id, reasons[why], details[why]))
+        reason, detail = _REASONS[int(stage[left_out])]
+        unplanned.append(Unplanned(jobs[left_out].job_id, reason, detail))
     remap = -np.ones(J, dtype=np.int64)
     remap[plannable] = np.arange(int(plannable.sum()))
-
-    def restrict(seg: Segments) -> Segments:
-        keep_seg = plannable[seg.job]
-        si, _, _ = seg.expand()
-        return Segments(
-            seg.r,
-            seg.h,
-            remap[seg.job[keep_seg]],
-            seg.length[keep_seg],
-            seg.rel[keep_seg],
-            seg.nst[keep_seg],
-            seg.ok[keep_seg[si]],
-        )
-
     tables = Tables(
         problem=problem,
         T=T,
         R=R,
         H=H,
         slot_h=problem.slot_hours,
-        price_kwh=price,
-        carbon_kg_kwh=carbon,
-        valid=valid,
-        pue=pue,
-        cap=cap,
-        kw_cap=kw_cap,
+        price_kwh=cur.price,
+        carbon_kg_kwh=cur.carbon,
+        valid=cur.valid,
+        pue=cur.pue,
+        cap=cur.cap,
+        kw_cap=cur.kw_cap,
         rows=idx[plannable],
-        g=g[plannable],
-        rel=rel[plannable],
-        dl=dl[plannable],
+        g=ja.g[plannable],
+        rel=ja.rel[plannable],
+        dl=ja.dl[plannable],
         prio=np.array([max(1, j.priority) for j in jobs])[plannable] if J else np.zeros(0, dtype=np.int64),
-        intr=intr[plannable],
-        min_chunk=min_chunk[plannable],
-        ovh=ovh[plannable],
-        dur=dur[plannable],
-        pkw=pkw[plannable],
+        intr=ja.intr[plannable],
+        min_chunk=ja.min_chunk[plannable],
+        ovh=ja.ovh[plannable],
+        dur=ja.dur[plannable],
+        pkw=ja.pkw[plannable],
         elig=elig[plannable],
-        contig=[s for s in (restrict(s) for s in contig) if len(s.job)],
-        halves=[(restrict(a), restrict(b)) for a, b in halves],
+        contig=[s for s in (_restrict(s, plannable, remap) for s in contig) if len(s.job)],
+        halves=[(_restrict(a, plannable, remap), _restrict(b, plannable, remap)) for a, b in halves],
         penalty=np.zeros(0),
         unplanned=unplanned,
     )
     tables.halves = [(a, b) for a, b in tables.halves if len(a.job)]
+    tables.penalty = _penalty(tables)
+    return tables
+
+
+def _penalty(tables: Tables) -> np.ndarray:
+    """Objective charged for leaving each plannable job out: well above any of its options, so planning a job
+    always pays."""
+    valid = tables.valid
     w = tables.weights(nu=1.0)
     w_max = float(np.max(np.where(valid, w, 0.0))) if valid.any() else 1.0
     worst = (
         tables.g
         * (tables.pkw * (tables.dur + tables.ovh[:, None])).max(axis=1)
-        * pue.max()
+        * tables.pue.max()
         * tables.slot_h
         * max(w_max, 1e-6)
     )
-    tables.penalty = 10.0 * tables.prio * worst + 1.0  # well above any option: planning a job always pays
-    return tables
+    return 10.0 * tables.prio * worst + 1.0
