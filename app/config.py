@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from optimizer.problem import ObjectiveKind
+
 _TRUE = {"1", "true", "yes", "on"}
 
 
@@ -36,8 +38,11 @@ class Settings:
     nightly_plan_time_limit_s: float = 60.0
     # superseded plans older than this keep their summary; their assignment rows nothing reads are deleted (0: keep)
     plan_retention_days: int = 14
-    objective: str = "cost"
-    carbon_price_per_tonne: float = 80.0
+    # what the planner minimises (optimizer.ObjectiveKind): cost, carbon, weighted or carbon_cost_cap
+    objective: ObjectiveKind = ObjectiveKind.COST
+    carbon_price_per_tonne: float = 80.0  # weighted objective [currency/tCO2eq]
+    # carbon_cost_cap: the total energy cost a plan may spend [reporting currency]; required by that objective
+    cost_cap: float | None = None
     reporting_currency: str = "EUR"
     # units of reporting currency per unit of another currency, for regions priced in it: "CHF=1.06,GBP=1.17"
     fx_rates: dict[str, float] = field(default_factory=dict)
@@ -52,6 +57,31 @@ class Settings:
     session_cookie_secure: bool = False
     testing: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "objective", ObjectiveKind(self.objective))
+        except ValueError:
+            valid = ", ".join(k.value for k in ObjectiveKind)
+            raise ValueError(
+                f"GRIDSHIFT_OBJECTIVE (Settings.objective): {self.objective!r} is not an objective; valid: {valid}"
+            ) from None
+        cap = self.cost_cap if self.cost_cap is not None else self.extra.get("cost_cap")  # extra: before the setting
+        if cap is not None:
+            try:
+                cap = float(cap)
+            except (TypeError, ValueError):
+                cap = float("nan")
+            if not (0 <= cap < float("inf")):
+                raise ValueError(f"GRIDSHIFT_COST_CAP (Settings.cost_cap): must be a number >= 0, got {cap!r}")
+            object.__setattr__(self, "cost_cap", cap)
+            # app.services.planning reads the cap from extra["cost_cap"], where it was set before the setting
+            object.__setattr__(self, "extra", {**self.extra, "cost_cap": cap})
+        if self.objective is ObjectiveKind.CARBON_WITH_COST_CAP and cap is None:
+            raise ValueError(
+                "GRIDSHIFT_OBJECTIVE=carbon_cost_cap needs GRIDSHIFT_COST_CAP (Settings.cost_cap): the total energy "
+                "cost a plan may spend [reporting currency]"
+            )
 
     @property
     def effective_database_url(self) -> str:
@@ -108,6 +138,8 @@ def _coerce(key: str, typ: Any, raw: str) -> Any:
             return tuple(p.strip() for p in raw.split(",") if p.strip())
         if t == "str | None":
             return raw or None
+        if t == "float | None":
+            return float(raw) if raw.strip() else None
         return raw
     except ValueError as exc:
         raise ValueError(f"{key}: cannot read {raw!r} as {t}") from exc

@@ -73,10 +73,14 @@ def objective_of(problem: Problem, row: dict) -> float:
     return row["carbon_kg"]
 
 
-def make_objective(name: str, carbon_price: float) -> Objective:
-    if name == "weighted":
-        return Objective(ObjectiveKind.WEIGHTED, carbon_price_per_tonne=carbon_price)
-    return Objective(ObjectiveKind(name))
+def make_objective(name: str, carbon_price: float, cost_cap: float | None = None) -> Objective:
+    """The objective ``name`` (an ``ObjectiveKind`` value) with its carbon price [EUR/t] or cost cap [EUR]."""
+    kind = ObjectiveKind(name)
+    if kind is ObjectiveKind.WEIGHTED:
+        return Objective(kind, carbon_price_per_tonne=carbon_price)
+    if kind is ObjectiveKind.CARBON_WITH_COST_CAP:
+        return Objective(kind, cost_cap=cost_cap)
+    return Objective(kind)
 
 
 def run_policies(
@@ -119,7 +123,7 @@ def savings(args, hardware) -> dict:
     price, carbon = window(curves, start, hours, "realised")
     specs = generate(args.jobs, args.regions, args.seed)
     realised = build_problem(
-        specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price)
+        specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price, args.cost_cap)
     )
     f_price, f_carbon = window(curves, start, hours, args.forecast)
     planned_on = with_curves(realised, f_price, f_carbon)
@@ -216,7 +220,7 @@ def scale(args, hardware) -> dict:
     for n, limit in zip(sizes, limits, strict=True):
         specs = generate(n, args.regions, args.seed)
         pb = build_problem(
-            specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price)
+            specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price, args.cost_cap)
         )
         t0 = time.perf_counter()
         plan = SOLVERS["gridshift"](pb, SolveParams(limit, args.workers, args.seed, rins=not args.no_rins))
@@ -256,7 +260,7 @@ def _count(plan: Plan) -> dict:
     return out
 
 
-REPLAY_OBJECTIVES = ("cost", "carbon", "weighted")
+REPLAY_OBJECTIVES = (ObjectiveKind.COST, ObjectiveKind.CARBON, ObjectiveKind.WEIGHTED)
 REPLAY_KEYS = ("cost", "carbon_kg", "energy_kwh", "deadline_misses", "solve_s")
 _REPLAY: dict = {}  # the curves and settings each replay process reads (filled before the pool forks)
 
@@ -383,10 +387,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--seeds", help="comma-separated seeds: the savings run once per seed, then one line per seed"
     )
-    ap.add_argument("--objective", default="cost", choices=["cost", "carbon", "weighted"])
+    ap.add_argument("--objective", default="cost", choices=[k.value for k in ObjectiveKind])
     ap.add_argument(
         "--carbon-price", type=float, default=100.0, help="EUR per tonne for --objective weighted"
     )
+    ap.add_argument("--cost-cap", type=float, help="EUR a plan may spend, for --objective carbon_cost_cap")
     ap.add_argument("--forecast", default="realised", choices=["realised", "naive"])
     ap.add_argument("--policies", default="run_now,best_window,greedy,gridshift,oracle")
     ap.add_argument(
@@ -411,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     for needed in ("run_now", "gridshift"):
         if needed not in args.policies:
             args.policies.insert(0, needed)
+    if args.objective == ObjectiveKind.CARBON_WITH_COST_CAP and args.cost_cap is None:
+        ap.error("--objective carbon_cost_cap needs --cost-cap")
     if not Path(args.data).exists():
         ap.error(f"data folder {args.data} not found (set --data or GRIDSHIFT_SHARED_DATA)")
     rows = json.loads(Path(args.catalog).read_text()) if args.catalog else CATALOG

@@ -15,7 +15,7 @@ from optimizer.problem import (
     SolveParams,
     durations_from_throughput,
 )
-from optimizer.registry import SOLVERS, get_solver, solve
+from optimizer.registry import SOLVERS, get_solver, register, solve
 
 __all__ = [
     "SOLVERS",
@@ -37,5 +37,6 @@ __all__ = [
     "check_plan",
     "durations_from_throughput",
     "get_solver",
+    "register",
     "solve",
 ]

@@ -47,3 +47,32 @@ def test_plan_retention_is_read_and_checked():
     for bad in ("-1", "two weeks"):
         with pytest.raises(ValueError, match="GRIDSHIFT_PLAN_RETENTION_DAYS"):
             Settings.from_env({"GRIDSHIFT_PLAN_RETENTION_DAYS": bad})
+
+
+def test_objective_is_checked_at_start_and_the_error_names_the_variable_and_the_valid_values():
+    from optimizer import ObjectiveKind
+
+    assert Settings.from_env({}).objective is ObjectiveKind.COST
+    assert Settings.from_env({"GRIDSHIFT_OBJECTIVE": "carbon"}).objective is ObjectiveKind.CARBON
+    valid = "valid: cost, carbon, weighted, carbon_cost_cap"
+    with pytest.raises(ValueError, match=f"GRIDSHIFT_OBJECTIVE.*'cheapest' is not an objective; {valid}"):
+        Settings.from_env({"GRIDSHIFT_OBJECTIVE": "cheapest"})
+    with pytest.raises(ValueError, match="GRIDSHIFT_OBJECTIVE"):
+        Settings(objective="cheapest")  # type: ignore[arg-type]
+
+
+def test_cost_cap_objective_is_reachable_from_the_environment_and_needs_its_cap():
+    from app.services.planning import objective_of
+    from optimizer import ObjectiveKind
+
+    s = Settings.from_env({"GRIDSHIFT_OBJECTIVE": "carbon_cost_cap", "GRIDSHIFT_COST_CAP": "120.5"})
+    assert s.objective is ObjectiveKind.CARBON_WITH_COST_CAP and s.cost_cap == 120.5
+    objective = objective_of(s, s.objective)  # what a plan run gets
+    assert objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP and objective.cost_cap == 120.5
+    with pytest.raises(ValueError, match="GRIDSHIFT_OBJECTIVE=carbon_cost_cap needs GRIDSHIFT_COST_CAP"):
+        Settings.from_env({"GRIDSHIFT_OBJECTIVE": "carbon_cost_cap"})
+    for bad in ("-1", "inf"):
+        with pytest.raises(ValueError, match="GRIDSHIFT_COST_CAP.*>= 0"):
+            Settings.from_env({"GRIDSHIFT_COST_CAP": bad})
+    with pytest.raises(ValueError, match="GRIDSHIFT_COST_CAP"):
+        Settings.from_env({"GRIDSHIFT_COST_CAP": "a lot"})

@@ -18,6 +18,23 @@ def test_registry_lists_valid_names_on_a_typo():
         get_solver("gridshfit")
 
 
+def test_registered_solver_is_found_by_name_and_a_name_is_registered_once(monkeypatch):
+    from optimizer import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # leave the real registry as it was
+
+    def solve_nothing(problem, params=None):
+        return SOLVERS["run_now"](problem, params)
+
+    registry.register("nothing", solve_nothing)
+    assert registry.get_solver("nothing") is solve_nothing
+    registry.register("nothing", solve_nothing)  # the same solver again is harmless (module reloads)
+    with pytest.raises(ValueError, match="solver 'gridshift' is already registered"):
+        registry.register("gridshift", solve_nothing)
+    with pytest.raises(ValueError, match="identifier"):
+        registry.register("no name", solve_nothing)
+
+
 def test_run_now_starts_at_release_in_home_region_and_queues_when_full():
     prices = [90, 80, 10, 20, 70, 60, 50, 40]
     pb = problem(
