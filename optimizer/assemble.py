@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from optimizer.bound import Choice, cumulative
@@ -93,6 +95,8 @@ def assemble_plan(
     carbon = float(sum(a.carbon_kg for a in assignments))
     energy = float(sum(a.energy_kwh for a in assignments))
     objective = objective_value(problem, cost, carbon)
+    if bound is not None and not math.isfinite(bound):
+        bound = None  # no bound known (a plan's figures are numbers or None, never inf in JSON)
     if not problem.jobs:
         status = PlanStatus.EMPTY
     return Plan(

@@ -188,6 +188,8 @@ def _check_assignment(
         bad.append(f"{where}: hardware {a.hardware} not in allowed_hardware")
     if hw.memory_gb < job.memory_gb_per_gpu:
         bad.append(f"{where}: {a.hardware} has {hw.memory_gb} GB < {job.memory_gb_per_gpu} GB needed")
+    if job.gpus <= 0:
+        bad.append(f"{where}: planned with {job.gpus} GPUs (a job needs at least 1)")
     duration = job.duration_slots.get(a.hardware)
     if duration is None:
         bad.append(f"{where}: no duration for {a.hardware}")
@@ -238,5 +240,7 @@ def _check_capacity(problem: Problem, tally: _Tally, bad: list[str], tol: float)
     for (rname, t), used_kw in tally.kw_use.items():
         reg = regions[rname]
         limit = reg.power_budget_kw[t] - reg.base_kw_at(t)
-        if used_kw > limit + tol * max(1.0, abs(limit)):
+        if math.isnan(limit):
+            bad.append(f"region {rname} slot {t}: runs jobs where the power budget or base load is unknown (NaN)")
+        elif used_kw > limit + tol * max(1.0, abs(limit)):
             bad.append(f"region {rname} slot {t}: {used_kw:.3f} kW for jobs, budget leaves {limit:.3f} kW")

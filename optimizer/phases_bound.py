@@ -33,7 +33,7 @@ def lp_colgen(run: SolveRun) -> None:
     if not run.lp_path:
         return
     best = run.best
-    run.lower, run.m, run.info = column_generation(
+    lower, run.m, run.info = column_generation(
         run.tb,
         run.cls,
         run.rep,
@@ -42,6 +42,7 @@ def lp_colgen(run: SolveRun) -> None:
         time_limit_s=SHARE["lp_colgen"] * run.left(),
         keep_master=True,
     )
+    run.lower = max(run.lower, lower)  # -inf when no round finished in time
     info = run.info
     run.lap("lp_colgen")
     run.notes.append(
@@ -97,13 +98,14 @@ def lagrangian(run: SolveRun) -> None:
     tb, params = run.tb, run.params
     use_master = not run.capped and params.max_master_jobs >= tb.J
     trail: deque[Choice] = deque(maxlen=TRAIL_ITERATIONS)
-    run.lower, run.m, history = subgradient(
+    lower, run.m, history = subgradient(
         tb,
         run.upper,
         max_iter=300,
         time_limit_s=max(0.05, SHARE["lagrangian"] * run.left()),
         trail=trail if use_master else None,
     )
+    run.lower = max(run.lower, lower)
     run.lap("lagrangian")
     run.notes.append(f"lagrangian iterations={len(history)}")
     if not use_master:

@@ -168,7 +168,7 @@ class SolveRun:
     use_cpsat: bool  # CP-SAT tightens plan and bound at the end
     cand_ls: Candidates  # candidates the local search moves over
     m: Multipliers  # capacity prices: LP duals or Lagrange multipliers
-    lower: float = -np.inf  # best valid bound so far
+    lower: float = -np.inf  # best valid bound so far (at least the Lagrangian value at zero prices)
     lp_converged: bool = False
     info: dict[str, Any] = field(default_factory=dict)  # column generation's report
     lp_sol: tuple[np.ndarray, np.ndarray] | None = None  # (class per row, LP solution) for the targeted moves

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -172,7 +173,7 @@ class Plan:
 
 def gap_pct(objective: float, bound: float | None) -> float | None:
     """Relative gap ``100 * (objective - bound) / |objective|`` [%], 0 when both are 0."""
-    if bound is None:
+    if bound is None or not (math.isfinite(bound) and math.isfinite(objective)):
         return None
     if abs(objective) < 1e-12:
         return 0.0 if abs(bound) < 1e-9 else None

@@ -104,7 +104,7 @@ def start_run(tb: Tables, params: SolveParams, t0: float, t: float, phases: dict
     order = greedy_order(tb)
     found0: list = []
     eval_t0 = time.perf_counter()
-    _, ch0, _ = evaluate(tb, Multipliers.zeros(tb), collect=found0)
+    floor, ch0, _ = evaluate(tb, Multipliers.zeros(tb), collect=found0)  # a bound whatever comes after
     eval_s = time.perf_counter() - eval_t0
     cand0 = Candidates(tb, found0)
     greedy = place_fast(tb, order, cand0) if not capped else place(tb, order)
@@ -142,6 +142,7 @@ def start_run(tb: Tables, params: SolveParams, t0: float, t: float, phases: dict
         use_cpsat=len(rep) * 8 <= params.max_cpsat_options and params.max_cpsat_jobs >= tb.J,
         cand_ls=cand0,
         m=Multipliers.zeros(tb),
+        lower=float(floor),
     )
 
 
