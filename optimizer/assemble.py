@@ -45,7 +45,8 @@ def assemble_plan(
     status : PlanStatus
         Outcome.
     bound : float or None
-        Lower bound on the penalised objective [objective units].
+        Lower bound on the penalised objective [objective units]; the plan reports it as ``penalised_bound`` and,
+        less the penalties of the rows ``ch`` leaves out, as ``best_bound`` (a bound for plans of the same jobs).
     penalised : float or None
         Objective plus penalties of jobs left out [objective units], used for the gap.
     stats : SolveStats
@@ -97,6 +98,8 @@ def assemble_plan(
     objective = objective_value(problem, cost, carbon)
     if bound is not None and not math.isfinite(bound):
         bound = None  # no bound known (a plan's figures are numbers or None, never inf in JSON)
+    # a plan of the same jobs pays the same penalties: its objective is at least the bound less those
+    planned_bound = None if bound is None else min(objective, bound - float(tb.penalty[ch.r < 0].sum()))
     if not problem.jobs:
         status = PlanStatus.EMPTY
     return Plan(
@@ -105,10 +108,11 @@ def assemble_plan(
         assignments=tuple(assignments),
         unplanned=tuple(unplanned),
         objective=objective,
-        best_bound=bound,
+        best_bound=planned_bound,
         gap_pct=gap_pct(penalised if penalised is not None else objective, bound),
         cost=cost,
         carbon_kg=carbon,
         energy_kwh=energy,
         stats=stats,
+        penalised_bound=bound,
     )

@@ -223,6 +223,111 @@ def evaluate(tb: Tables, m: Multipliers, collect: list | None = None):
     return value, ch, best
 
 
+def best_chunking(value: np.ndarray, dur: int, overhead: int, min_chunk: int) -> np.ndarray:
+    """Cheapest run of one job over every chunking in which each chunk has at least ``min_chunk`` slots.
+
+    Parameters
+    ----------
+    value : ndarray, shape (n, W)
+        Value of running in each slot of the job's window, per candidate (e.g. region) [objective units]; +inf
+        where the job cannot run.
+    dur : int
+        Run time without resumes [slots].
+    overhead : int
+        Extra run time per resume [slots].
+    min_chunk : int
+        Shortest chunk [slots].
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        The least total value of chunks ``c_1 < c_2 < ...`` (in order, not overlapping, each ``>= min_chunk``)
+        covering ``dur + overhead * (k - 1)`` slots for ``k`` chunks; +inf when none fits. A single chunk shorter
+        than ``min_chunk`` is allowed by the Problem but not counted here (it is a contiguous run).
+
+    A dynamic program over the slots: the state is the work still needed and the length of the chunk running
+    (capped at ``min_chunk``), or "between chunks"; a new chunk adds ``overhead`` to the work still needed (so a
+    plan that is done may still resume, where slots of negative value pay for the overhead).
+    """
+    n, W = value.shape
+    m = max(1, int(min_chunk))
+    # work still needed k = dur + overhead * (chunks - 1) - slots run, at index k + W: a chunk may run past the
+    # work of the chunks so far when a later resume's overhead makes up for it (k < 0 for a while)
+    off = W
+    size = off + dur + overhead * (W // m + 1) + 1
+    run = np.full((n, m, size), np.inf)  # run[:, l - 1, k + off]: in a chunk of length l (capped), k still needed
+    gap = np.full((n, size), np.inf)  # between chunks (each so far >= min_chunk)
+    best = np.full(n, np.inf)
+    for t in range(W):
+        v = value[:, t][:, None]
+        ended = np.minimum(gap, run[:, m - 1])  # a chunk may end after slot t - 1 (or none is running)
+        new = np.full((n, m, size), np.inf)
+        # go on with the chunk: one slot less needed
+        if m > 1:
+            new[:, 1:, :-1] = run[:, :-1, 1:] + v[:, :, None]
+        new[:, m - 1, :-1] = np.minimum(new[:, m - 1, :-1], run[:, m - 1, 1:] + v)
+        # resume: a new chunk after the last one ended, paying the overhead, and its first slot
+        shift = overhead - 1
+        if shift >= 0:
+            new[:, 0, shift:] = np.minimum(new[:, 0, shift:], ended[:, : size - shift] + v)
+        else:
+            new[:, 0, :-1] = np.minimum(new[:, 0, :-1], ended[:, 1:] + v)
+        # the first chunk
+        new[:, 0, off + dur - 1] = np.minimum(new[:, 0, off + dur - 1], v[:, 0])
+        gap, run = ended, new
+        best = np.minimum(best, run[:, m - 1, off])  # done at the end of a chunk of at least min_chunk slots
+    return best
+
+
+def chunked_floor(tb: Tables, m: Multipliers, above: np.ndarray | None = None) -> np.ndarray:
+    """Per job row, its least priced value over every chunking the Problem allows [objective units].
+
+    The planner's options hold interruptible jobs to one run or two chunks; ``check_plan`` accepts any number of
+    chunks of at least ``min_chunk_slots``, each resume adding ``checkpoint_overhead_slots``. Each allowed
+    (region, hardware) pair's best chunking is found by :func:`best_chunking` over the slots the job can use alone
+    (valid curves, GPUs and power enough). Rows that are not interruptible get +inf (their options are exact).
+
+    ``above`` (per row), when given, skips the pairs where no chunking can go below it: the ``duration`` cheapest
+    usable slots plus every negative one beyond them bound any chunking from below and are found by a sort; those
+    pairs get +inf.
+    """
+    out = np.full(tb.J, np.inf)
+    a = tb.slot_h * tb.weights(m.nu) + m.mu  # (R, T) per kW
+    for row in np.flatnonzero(tb.intr):
+        rel, dl, g = int(tb.rel[row]), int(tb.dl[row]), int(tb.g[row])
+        for h in np.flatnonzero(tb.allowed[row].any(axis=0)):
+            dur = int(tb.dur[row, h])
+            rr = np.flatnonzero(tb.allowed[row, :, h])
+            if dur <= 0 or dl - rel < dur or not len(rr):
+                continue
+            kw = g * tb.pkw[row, h] * tb.pue[rr][:, None]
+            window = slice(rel, dl)
+            value = kw * a[rr, window] + g * m.lam[rr, h, window]
+            usable = tb.valid[rr, window] & (tb.cap[rr, h, window] >= g) & (tb.kw_cap[rr, window] >= kw - 1e-9)
+            value = np.where(usable, value, np.inf)
+            if above is not None:
+                ordered = np.sort(value, axis=1)
+                rest = ordered[:, dur:]
+                low = ordered[:, :dur].sum(axis=1) + np.where(rest < 0, rest, 0.0).sum(axis=1)
+                keep = low < above[row] - 1e-9 * max(1.0, abs(float(above[row])))
+                if not keep.any():
+                    continue
+                value = value[keep]
+            got = best_chunking(value, dur, int(tb.ovh[row]), int(tb.min_chunk[row]))
+            out[row] = min(out[row], float(got.min()))
+    return out
+
+
+def valid_bound(tb: Tables, m: Multipliers) -> float:
+    """Lagrangian bound at ``m`` that holds for the Problem as ``check_plan`` checks it: as :func:`evaluate`, with
+    each interruptible job at the lower of its best option and :func:`chunked_floor` (any number of chunks)."""
+    value, _, best = evaluate(tb, m)
+    if not tb.intr.any():
+        return value
+    floor = chunked_floor(tb, m, above=best)
+    return value - float((best - np.minimum(best, floor)).sum())
+
+
 def usage(tb: Tables, ch: Choice) -> tuple[np.ndarray, np.ndarray]:
     """GPUs ``(R, H, T)`` and facility power ``(R, T)`` [kW] used by ``ch``."""
     gpu = np.zeros((tb.R, tb.H, tb.T + 1))

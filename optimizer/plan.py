@@ -138,13 +138,18 @@ class Plan:
     objective : float
         Objective value of the planned jobs [currency, kgCO2eq, or currency-equivalent].
     best_bound : float or None
-        Lower bound on the objective of any plan that plans the same jobs, when known.
+        Lower bound on the objective of any plan that plans the same jobs, when known (never above ``objective``).
     gap_pct : float or None
-        ``100 * (objective - best_bound) / objective`` when a bound is known [%].
+        The solver's gap: ``100 * (penalised - penalised_bound) / penalised`` when a bound is known, where
+        ``penalised`` is the objective plus the penalty of every job left out beside the others; the same as
+        ``100 * (objective - best_bound) / objective`` when no job is left out [%].
     cost, carbon_kg, energy_kwh : float
         Totals of the planned jobs [currency], [kgCO2eq], [kWh].
     stats : SolveStats
         Solve statistics.
+    penalised_bound : float or None
+        Lower bound on what the planner minimises, the objective plus the penalty of each job left out for capacity
+        (a penalty outweighs any job's own objective, so planning more jobs comes first), when known.
     """
 
     solver: str
@@ -158,6 +163,7 @@ class Plan:
     carbon_kg: float
     energy_kwh: float
     stats: SolveStats = field(default_factory=SolveStats)
+    penalised_bound: float | None = None
 
     def assignment_of(self, job_id: str) -> Assignment | None:
         """The assignment of ``job_id``, or None."""

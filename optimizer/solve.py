@@ -31,11 +31,11 @@ import time
 from optimizer import phases_bound as bound_phases
 from optimizer import phases_search as search_phases
 from optimizer.assemble import assemble_plan
-from optimizer.bound import Choice, Multipliers, evaluate
+from optimizer.bound import Choice, Multipliers, evaluate, valid_bound
 from optimizer.candidates import Candidates, place_fast
 from optimizer.cpsat import build_classes
 from optimizer.heuristic import greedy_order, penalised_objective, place, size_order
-from optimizer.pipeline import Incumbent, Phase, SolveRun, cap_ok
+from optimizer.pipeline import CHUNK_BOUND_S_PER_PAIR, Incumbent, Phase, SolveRun, cap_ok
 from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem, SolveParams
 from optimizer.tables import Tables, build_tables
@@ -117,11 +117,14 @@ def start_run(tb: Tables, params: SolveParams, t0: float, t: float, phases: dict
     greedy_s = now - t
     phases["greedy"] = round(greedy_s, 4)
     cls, rep, counts = build_classes(tb)
+    # the bound over every chunking is computed at the end (finish_run): its time is kept from the start
+    pairs = int(tb.allowed[tb.intr].any(axis=1).sum())
+    reserve = min(0.25 * params.time_limit_s, eval_s + CHUNK_BOUND_S_PER_PAIR * pairs) if pairs else 0.0
     return SolveRun(
         tb=tb,
         params=params,
         t0=t0,
-        limit=params.time_limit_s,
+        limit=params.time_limit_s - reserve,
         best=best,
         notes=notes,
         phases=phases,
@@ -153,7 +156,16 @@ def finish_run(run: SolveRun, name: str) -> Plan:
     if not best.found:
         run.notes.append("no plan found within the cost cap")
     penalised = penalised_objective(tb, best.plan)
-    bound = min(run.bound, penalised)
+    bound, status = run.bound, run.status
+    if tb.intr.any():
+        # the bounds above hold for runs of at most two chunks; the Problem allows any chunking
+        safe = valid_bound(tb, run.m)
+        if safe < bound - 1e-9 * max(1.0, abs(bound)):
+            run.notes.append(f"bound: {bound:.6g} for one or two chunks, {safe:.6g} for any chunking")
+            bound = safe
+            if status is PlanStatus.OPTIMAL and penalised - safe > 1e-6 * max(1.0, abs(penalised)):
+                status = PlanStatus.FEASIBLE
+    bound = min(bound, penalised)
     stats = SolveStats(
         wall_s=time.perf_counter() - run.t0,
         num_jobs=len(tb.problem.jobs),
@@ -163,7 +175,7 @@ def finish_run(run: SolveRun, name: str) -> Plan:
         phases=run.phases,
         notes=tuple(run.notes),
     )
-    plan, status, reason = best.plan, run.status, UnplannedReason.CAPACITY
+    plan, reason = best.plan, UnplannedReason.CAPACITY
     if not cap_ok(tb, plan):
         plan, status, reason = Choice.empty(tb.J), PlanStatus.NO_SOLUTION, UnplannedReason.NOT_SOLVED
     return assemble_plan(

@@ -70,6 +70,7 @@ class Tables:
     dur: np.ndarray  # (J, H) run length, 0 = not eligible
     pkw: np.ndarray  # (J, H) kW per GPU
     elig: np.ndarray  # (J, R, H) bool, allowed and feasible alone somewhere
+    allowed: np.ndarray  # (J, R, H) bool, allowed (region, hardware) pairs, feasible or not
     contig: list[Segments]  # one per (r, h) with eligible jobs
     halves: list[tuple[Segments, Segments]]  # two-chunk windows of interruptible jobs per (r, h)
     penalty: np.ndarray  # (J,) objective charged for leaving a plannable job out
@@ -384,6 +385,7 @@ def build_tables(problem: Problem) -> Tables:
         dur=ja.dur[plannable],
         pkw=ja.pkw[plannable],
         elig=elig[plannable],
+        allowed=ja.allowed[plannable],
         contig=[s for s in (_restrict(s, plannable, remap) for s in contig) if len(s.job)],
         halves=[(_restrict(a, plannable, remap), _restrict(b, plannable, remap)) for a, b in halves],
         penalty=np.zeros(0),

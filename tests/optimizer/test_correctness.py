@@ -62,3 +62,78 @@ def test_bound_and_gap_are_numbers_or_none_even_when_the_time_limit_leaves_no_ti
             assert value is None or math.isfinite(value), (plan.best_bound, plan.gap_pct)
         json.dumps({"best_bound": plan.best_bound, "gap_pct": plan.gap_pct}, allow_nan=False)  # valid JSON
         assert plan.best_bound is not None  # every job alone at its best option is a bound known at once
+
+
+def _exact_chunked(prices, dur, min_chunk, overhead, power_kw):
+    """Cheapest cost of one job on one region over every chunking of the Problem (enumeration of slot sets)."""
+    import itertools
+
+    n = len(prices)
+    best = math.inf
+    for k in range(dur, n + 1):
+        for slots in itertools.combinations(range(n), k):
+            runs = [list(g) for _, g in itertools.groupby(enumerate(slots), key=lambda x: x[1] - x[0])]
+            if len(runs) > 1 and min(len(r) for r in runs) < min_chunk:
+                continue
+            if k != dur + overhead * (len(runs) - 1):
+                continue
+            best = min(best, sum(prices[t] for t in slots) * power_kw / 1000.0)
+    return best
+
+
+def test_bound_is_a_bound_for_any_chunking_and_the_plan_is_not_called_optimal_above_it():
+    # four isolated cheap hours: four chunks cost 4 x 10, the planner's one or two chunks pay for expensive hours
+    prices = [10, 200, 200, 10, 200, 200, 10, 200, 200, 10, 200, 200]
+    pb = problem([region("A", prices, gpus=8)],
+                 [job("a", gpus=8, dur=4, n_slots=12, interruptible=True, min_chunk_slots=1)])
+    exact = _exact_chunked(prices, dur=4, min_chunk=1, overhead=0, power_kw=8 * 0.7)
+    plan = solve(pb, SolveParams(time_limit_s=3.0))
+    assert check_plan(pb, plan).ok
+    assert plan.best_bound is not None and plan.best_bound <= exact + 1e-9, (plan.best_bound, exact)
+    assert plan.penalised_bound is not None and plan.penalised_bound <= exact + 1e-9
+    if plan.objective > exact + 1e-9:
+        assert plan.status is not PlanStatus.OPTIMAL
+
+
+def test_bound_is_reported_for_the_planned_jobs_and_for_the_penalised_objective_when_jobs_are_left_out():
+    # two jobs that each need the whole fleet for the whole horizon: one is left out
+    pb = problem([region("A", [10, 20, 30, 40], gpus=8)],
+                 [job("a", gpus=8, dur=4, n_slots=4), job("b", gpus=8, dur=4, n_slots=4)])
+    plan = solve(pb, SolveParams(time_limit_s=2.0))
+    assert check_plan(pb, plan).ok and len(plan.unplanned) == 1
+    assert plan.best_bound is not None and plan.best_bound <= plan.objective + 1e-9  # a bound of its own jobs
+    assert plan.penalised_bound is not None and plan.penalised_bound > plan.objective  # includes the penalty
+    assert plan.gap_pct is not None and plan.gap_pct <= 1e-6  # no better plan exists: the solver's gap is closed
+
+
+def _enumerated_chunking(values, dur, overhead, min_chunk):
+    """Least total over every set of chunks (split anywhere, adjacent allowed) of at least ``min_chunk`` slots each
+    that covers ``dur + overhead * (chunks - 1)`` usable slots: plain enumeration."""
+    import itertools
+
+    n, best = len(values), math.inf
+    for k in range(dur, n + 1):
+        for slots in itertools.combinations(range(n), k):
+            if not all(math.isfinite(values[t]) for t in slots):
+                continue
+            runs = [len(list(g)) for _, g in itertools.groupby(enumerate(slots), key=lambda x: x[1] - x[0])]
+            # a run of L slots is 1..L chunks; the fewest chunks of at least min_chunk and the most both bound it
+            for pieces in itertools.product(*[range(1, length // min_chunk + 1) for length in runs]):
+                if sum(pieces) and k == dur + overhead * (sum(pieces) - 1):
+                    best = min(best, sum(values[t] for t in slots))
+    return best
+
+
+def test_best_chunking_matches_an_enumeration_of_every_chunking_on_tiny_windows():
+    import numpy as np
+
+    from optimizer.bound import best_chunking
+
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        width, dur = int(rng.integers(3, 10)), int(rng.integers(1, 5))
+        overhead, min_chunk = int(rng.integers(0, 3)), int(rng.integers(1, 4))
+        values = rng.integers(-5, 20, width).astype(float)  # negative values: resumes may pay for themselves
+        values[rng.random(width) < 0.15] = math.inf  # slots the job cannot use
+        got = float(best_chunking(values[None, :], dur, overhead, min_chunk)[0])
+        assert got == _enumerated_chunking(list(values), dur, overhead, min_chunk), (values, dur, overhead, min_chunk)
