@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -56,8 +57,8 @@ def assemble_plan(
     """
     problem = tb.problem
     cum_e = cumulative(np.ones((tb.R, tb.T)))
-    cum_p = cumulative(np.where(tb.valid, tb.price_kwh, 0.0))
-    cum_c = cumulative(np.where(tb.valid, tb.carbon_kg_kwh, 0.0))
+    cum_p = cumulative(tb.known_price())
+    cum_c = cumulative(tb.known_carbon())
     assignments: list[Assignment] = []
     unplanned = list(tb.unplanned)
     hw_names = [h.name for h in problem.hardware]
@@ -92,6 +93,7 @@ def assemble_plan(
                 carbon,
             )
         )
+    stats = _with_estimates(tb, ch, stats)
     cost = float(sum(a.cost for a in assignments))
     carbon = float(sum(a.carbon_kg for a in assignments))
     energy = float(sum(a.energy_kwh for a in assignments))
@@ -116,3 +118,24 @@ def assemble_plan(
         stats=stats,
         penalised_bound=bound,
     )
+
+
+def _with_estimates(tb: Tables, ch: Choice, stats: SolveStats) -> SolveStats:
+    """``stats`` with a note for each figure that counts 0 where a planned run has no price or carbon intensity
+    (a curve the objective does not need may be missing)."""
+    notes = []
+    on = ch.r >= 0
+    r = ch.r[on]
+    for figure, known, what in (
+        ("cost", tb.price_known, "a price"),
+        ("carbon_kg", tb.carbon_known, "a carbon intensity"),
+    ):
+        if known.all():
+            continue
+        cum = cumulative((~known).astype(float))
+        n = 0.0
+        for s, ln in ((ch.s1[on], ch.l1[on]), (ch.s2[on], ch.l2[on])):
+            n += float((cum[r, s + ln] - cum[r, s]).sum())
+        if n:
+            notes.append(f"estimate: {figure} counts 0 for {int(n)} job-slot(s) without {what}")
+    return dataclasses.replace(stats, notes=stats.notes + tuple(notes)) if notes else stats

@@ -347,7 +347,7 @@ def usage(tb: Tables, ch: Choice) -> tuple[np.ndarray, np.ndarray]:
 
 def choice_cost(tb: Tables, ch: Choice) -> float:
     """Energy cost of ``ch`` [currency] (NaN-free: options only use valid slots)."""
-    cum_p = cumulative(np.where(tb.valid, tb.price_kwh, 0.0))
+    cum_p = cumulative(tb.known_price())
     on = ch.r >= 0
     rows = np.flatnonzero(on)
     r, h = ch.r[on], ch.h[on]

@@ -27,6 +27,8 @@ class CheckReport:
         Jobs that end after their deadline (a violation unless ``allow_late``).
     cost, carbon_kg, energy_kwh, objective : float
         Recomputed totals [currency], [kgCO2eq], [kWh], [objective units].
+    estimates : tuple of str
+        Totals that count 0 for slots without a price or carbon intensity the objective does not need.
     """
 
     violations: tuple[str, ...]
@@ -35,6 +37,7 @@ class CheckReport:
     carbon_kg: float
     energy_kwh: float
     objective: float
+    estimates: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -69,6 +72,8 @@ class _Tally:
     cost: float = 0.0
     carbon_kg: float = 0.0
     energy_kwh: float = 0.0
+    no_price: int = 0  # job-slots run without a price (counted 0)
+    no_carbon: int = 0  # job-slots run without a carbon intensity (counted 0)
 
     def __post_init__(self) -> None:
         self.jobs = {j.job_id: j for j in self.problem.jobs}
@@ -117,7 +122,15 @@ def check_plan(problem: Problem, plan: Plan, *, allow_late: bool = False, tol: f
     ):
         if not _close(mine, theirs, 1e-6, 1e-4):
             bad.append(f"plan {name} {theirs} differs from recomputed {mine}")
-    return CheckReport(tuple(bad), tuple(late), tally.cost, tally.carbon_kg, tally.energy_kwh, objective)
+    estimates = tuple(
+        f"{figure} counts 0 for {n} job-slot(s) without {what}"
+        for figure, n, what in (
+            ("cost", tally.no_price, "a price"),
+            ("carbon_kg", tally.no_carbon, "a carbon intensity"),
+        )
+        if n
+    )
+    return CheckReport(tuple(bad), tuple(late), tally.cost, tally.carbon_kg, tally.energy_kwh, objective, estimates)
 
 
 def _check_coverage(problem: Problem, plan: Plan, bad: list[str]) -> None:
@@ -204,14 +217,21 @@ def _check_assignment(
         if not allow_late:
             bad.append(f"{where}: ends at slot {chunks[-1].end_slot} after deadline {job.deadline_slot}")
     power_kw = job.gpus * problem.job_power_kw_per_gpu(job, a.hardware) * region.pue
+    kind = problem.objective.kind
     energy = cost = carbon = 0.0
     fx = problem.fx(region.currency)
     for c in chunks:
         for t in range(c.start_slot, c.end_slot):
             price, ci = region.price_per_mwh[t], region.carbon_g_per_kwh[t]
-            if not (math.isfinite(price) and math.isfinite(ci)):
-                bad.append(f"{where}: runs in slot {t} of {a.region} which has no price or carbon intensity")
-                price = ci = 0.0
+            # a curve the objective needs must be known; another one counts 0 (an estimate, reported)
+            if not math.isfinite(price):
+                if kind.uses_price:
+                    bad.append(f"{where}: runs in slot {t} of {a.region} which has no price")
+                price, tally.no_price = 0.0, tally.no_price + 1
+            if not (math.isfinite(ci) and ci >= 0):
+                if kind.uses_carbon:
+                    bad.append(f"{where}: runs in slot {t} of {a.region} which has no carbon intensity")
+                ci, tally.no_carbon = 0.0, tally.no_carbon + 1
             e = power_kw * problem.slot_hours
             energy += e
             cost += e * price * fx / 1000.0

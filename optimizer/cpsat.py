@@ -115,7 +115,7 @@ def build_options(
     ch = Choice(r, h, s1, l1, s2, l2)
     # objective of an option = objective of the class representative running it
     obj = option_objective(tb, ch, 0.0, rows=rep[c])  # carbon_cost_cap: carbon only, the cap is a constraint
-    cost = option_objective(tb, ch, rows=rep[c], weights=np.where(tb.valid, tb.price_kwh, 0.0))
+    cost = option_objective(tb, ch, rows=rep[c], weights=tb.known_price())
     return Options(c, ch, obj, cost, exact)
 
 

@@ -28,6 +28,16 @@ class ObjectiveKind(StrEnum):
     WEIGHTED = "weighted"  # cost + carbon_price_per_tonne * carbon
     CARBON_WITH_COST_CAP = "carbon_cost_cap"  # min carbon subject to total cost <= cost_cap
 
+    @property
+    def uses_price(self) -> bool:
+        """Whether plans need the electricity price of the slots they run in (all but ``carbon``)."""
+        return self is not ObjectiveKind.CARBON
+
+    @property
+    def uses_carbon(self) -> bool:
+        """Whether plans need the carbon intensity of the slots they run in (all but ``cost``)."""
+        return self is not ObjectiveKind.COST
+
 
 @dataclass(frozen=True, slots=True)
 class Objective:

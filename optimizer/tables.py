@@ -55,7 +55,9 @@ class Tables:
     slot_h: float
     price_kwh: np.ndarray  # (R, T) currency/kWh, NaN where missing
     carbon_kg_kwh: np.ndarray  # (R, T) kg/kWh, NaN where missing
-    valid: np.ndarray  # (R, T) bool
+    valid: np.ndarray  # (R, T) bool: the curves the objective needs are known (a job may run there)
+    price_known: np.ndarray  # (R, T) bool: a price (figures count 0 where not)
+    carbon_known: np.ndarray  # (R, T) bool: a carbon intensity >= 0 (figures count 0 where not)
     pue: np.ndarray  # (R,)
     cap: np.ndarray  # (R, H, T) GPUs
     kw_cap: np.ndarray  # (R, T) kW left for jobs (budget - base load)
@@ -92,6 +94,14 @@ class Tables:
         else:
             w = self.carbon_kg_kwh + nu * self.price_kwh
         return np.where(self.valid, w, BIG)
+
+    def known_price(self) -> np.ndarray:
+        """``price_kwh`` with 0 where no price is known ``(R, T)`` [currency/kWh]."""
+        return np.where(self.price_known, self.price_kwh, 0.0)
+
+    def known_carbon(self) -> np.ndarray:
+        """``carbon_kg_kwh`` with 0 where no carbon intensity is known ``(R, T)`` [kg/kWh]."""
+        return np.where(self.carbon_known, self.carbon_kg_kwh, 0.0)
 
     def power_kw(self, row: int, r: int, h: int) -> float:
         """Facility power of job ``row`` on (r, h) [kW]."""
@@ -173,6 +183,8 @@ class _Curves:
     price: np.ndarray
     carbon: np.ndarray
     valid: np.ndarray
+    price_known: np.ndarray
+    carbon_known: np.ndarray
     cap: np.ndarray
     kw_cap: np.ndarray
     pue: np.ndarray
@@ -187,7 +199,11 @@ def _curves(problem: Problem) -> _Curves:
     carbon = np.array([[c / 1000.0 for c in r.carbon_g_per_kwh] for r in problem.regions])
     price = price.reshape(R, T)
     carbon = carbon.reshape(R, T)
-    valid = np.isfinite(price) & np.isfinite(carbon) & (carbon >= 0)
+    price_known = np.isfinite(price)
+    carbon_known = np.isfinite(carbon) & (carbon >= 0)
+    # a missing curve the objective does not use never keeps a job out (its figure counts 0 there, noted)
+    kind = problem.objective.kind
+    valid = (price_known | (not kind.uses_price)) & (carbon_known | (not kind.uses_carbon))
     cap = np.zeros((R, H, T), dtype=np.int64)
     kw_cap = np.zeros((R, T))
     for r, reg in enumerate(problem.regions):
@@ -197,7 +213,7 @@ def _curves(problem: Problem) -> _Curves:
         base = np.zeros(T) if reg.base_load_kw is None else np.asarray(reg.base_load_kw, dtype=float)
         kw_cap[r] = np.nan_to_num(np.asarray(reg.power_budget_kw, dtype=float) - base, nan=0.0)
     pue = np.array([r.pue for r in problem.regions], dtype=float)
-    return _Curves(price, carbon, valid, cap, kw_cap, pue)
+    return _Curves(price, carbon, valid, price_known, carbon_known, cap, kw_cap, pue)
 
 
 def _segments(
@@ -371,6 +387,8 @@ def build_tables(problem: Problem) -> Tables:
         price_kwh=cur.price,
         carbon_kg_kwh=cur.carbon,
         valid=cur.valid,
+        price_known=cur.price_known,
+        carbon_known=cur.carbon_known,
         pue=cur.pue,
         cap=cur.cap,
         kw_cap=cur.kw_cap,

@@ -137,3 +137,30 @@ def test_best_chunking_matches_an_enumeration_of_every_chunking_on_tiny_windows(
         values[rng.random(width) < 0.15] = math.inf  # slots the job cannot use
         got = float(best_chunking(values[None, :], dur, overhead, min_chunk)[0])
         assert got == _enumerated_chunking(list(values), dur, overhead, min_chunk), (values, dur, overhead, min_chunk)
+
+
+def test_a_missing_curve_the_objective_does_not_use_never_keeps_a_job_out_and_its_figure_is_marked_an_estimate():
+    from optimizer import Objective, ObjectiveKind
+
+    nan4 = [math.nan] * 4
+    cases = [
+        # no carbon intensity at all (as in the shared data for ES, FI, PL, BE, CH after 2022): a cost plan
+        (ObjectiveKind.COST, region("A", [50, 10, 40, 60], carbon=nan4), "carbon_kg", "cost"),
+        # no prices: a carbon plan
+        (ObjectiveKind.CARBON, region("A", nan4, carbon=[300, 100, 50, 400]), "cost", "carbon_kg"),
+    ]
+    for kind, reg, estimated, exact in cases:
+        pb = problem([reg], [job("a", dur=2, n_slots=4)], objective=Objective(kind))
+        plan = solve(pb, SolveParams(time_limit_s=2.0))
+        report = check_plan(pb, plan)
+        assert report.ok, report.violations
+        assert not plan.unplanned, plan.unplanned  # was invalid_prices
+        assert plan.assignment_of("a").start_slot == 1  # slots 1-2 are the cheapest run in both cases
+        assert getattr(plan, estimated) == 0.0 and getattr(plan, exact) > 0
+        assert report.estimates == (f"{estimated} counts 0 for 2 job-slot(s) without "
+                                    f"{'a carbon intensity' if estimated == 'carbon_kg' else 'a price'}",)
+        assert any(n.startswith(f"estimate: {estimated} counts 0 for 2 job-slot(s)") for n in plan.stats.notes)
+    # the curve the objective needs is still required: no carbon intensity under the carbon objective
+    pb = problem([region("A", [50, 10, 40, 60], carbon=nan4)], [job("a", dur=2, n_slots=4)],
+                 objective=Objective(ObjectiveKind.CARBON))
+    assert solve(pb, SolveParams(time_limit_s=1.0)).unplanned_reasons() == {"a": "invalid_prices"}
