@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from optimizer.bound import Choice, cumulative
+from optimizer.bound import Choice, Option, cumulative
 from optimizer.check import objective_value
 from optimizer.plan import (
     Assignment,
@@ -139,3 +139,33 @@ def _with_estimates(tb: Tables, ch: Choice, stats: SolveStats) -> SolveStats:
         if n:
             notes.append(f"estimate: {figure} counts 0 for {int(n)} job-slot(s) without {what}")
     return dataclasses.replace(stats, notes=stats.notes + tuple(notes)) if notes else stats
+
+
+def choice_of(tb: Tables, plan: Plan) -> Choice:
+    """The rows of ``tb`` placed as in ``plan`` (the inverse of :func:`assemble_plan`): a plan of the same jobs
+    under another objective, as a start. Jobs ``tb`` does not plan, runs of more than two chunks and runs over slots
+    where ``tb`` does not let a job run are left out."""
+    ch = Choice.empty(tb.J)
+    row_of = {tb.problem.jobs[int(i)].job_id: row for row, i in enumerate(tb.rows)}
+    reg = {r.name: k for k, r in enumerate(tb.problem.regions)}
+    hw = {h.name: k for k, h in enumerate(tb.problem.hardware)}
+    for a in plan.assignments:
+        row = row_of.get(a.job_id)
+        if row is None or not 1 <= len(a.chunks) <= 2:
+            continue
+        r, h = reg[a.region], hw[a.hardware]
+        if not tb.elig[row, r, h] or not all(tb.valid[r, c.start_slot : c.end_slot].all() for c in a.chunks):
+            continue
+        first, second = a.chunks[0], a.chunks[-1] if len(a.chunks) == 2 else None
+        ch.set(
+            row,
+            Option(
+                r,
+                h,
+                first.start_slot,
+                first.length_slots,
+                second.start_slot if second is not None else 0,
+                second.length_slots if second is not None else 0,
+            ),
+        )
+    return ch

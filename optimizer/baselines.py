@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -19,8 +20,8 @@ import numpy as np
 from optimizer.assemble import assemble_plan
 from optimizer.bound import Choice, Option, cumulative
 from optimizer.heuristic import Residual, greedy_order, place
-from optimizer.plan import Plan, PlanStatus, SolveStats
-from optimizer.problem import Problem, SolveParams
+from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
+from optimizer.problem import ObjectiveKind, Problem, SolveParams
 from optimizer.solve import solve_gridshift
 from optimizer.tables import Tables, build_tables, power_mw
 
@@ -67,9 +68,26 @@ def _queue(tb: Tables, res: Residual, ch: Choice, row: int, r: int, h: int, earl
 
 
 def _finish(tb: Tables, ch: Choice, name: str, t0: float) -> Plan:
+    """The baseline's plan; under ``carbon_cost_cap`` a baseline does not aim at the cap, so a plan above it is
+    not returned: no job is planned, each says why (``not_solved``), and the status is ``no_solution``."""
     stats = SolveStats(wall_s=time.perf_counter() - t0, num_jobs=len(tb.problem.jobs))
-    return assemble_plan(
-        tb, ch, solver=name, status=PlanStatus.FEASIBLE, bound=None, penalised=None, stats=stats
+    plan = assemble_plan(tb, ch, solver=name, status=PlanStatus.FEASIBLE, bound=None, penalised=None, stats=stats)
+    cap = tb.problem.objective.cost_cap
+    if tb.problem.objective.kind is not ObjectiveKind.CARBON_WITH_COST_CAP or cap is None or plan.cost <= cap:
+        return plan
+    why = f"the {name} baseline's plan costs {plan.cost:.2f}, above cost_cap {cap:.2f}; it cannot meet the cap"
+    empty = assemble_plan(
+        tb,
+        Choice.empty(tb.J),
+        solver=name,
+        status=PlanStatus.NO_SOLUTION,
+        bound=None,
+        penalised=None,
+        stats=dataclasses.replace(stats, notes=(why,)),
+        left_out_reason=UnplannedReason.NOT_SOLVED,
+    )
+    return dataclasses.replace(
+        empty, unplanned=tuple(dataclasses.replace(u, detail=u.detail or why) for u in empty.unplanned)
     )
 
 

@@ -164,3 +164,48 @@ def test_a_missing_curve_the_objective_does_not_use_never_keeps_a_job_out_and_it
     pb = problem([region("A", [50, 10, 40, 60], carbon=nan4)], [job("a", dur=2, n_slots=4)],
                  objective=Objective(ObjectiveKind.CARBON))
     assert solve(pb, SolveParams(time_limit_s=1.0)).unplanned_reasons() == {"a": "invalid_prices"}
+
+
+def _capped_instance(seed: int):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    regions = [region(n, rng.integers(5, 100, 12), carbon=rng.integers(50, 600, 12), gpus=4, budget_kw=6.0)
+               for n in ("A", "B")]
+    jobs = [job(f"j{i}", gpus=int(rng.choice([1, 2])), dur=int(rng.integers(1, 4)), n_slots=12) for i in range(16)]
+    return problem(regions, jobs)
+
+
+def test_cost_cap_objective_finds_a_plan_whenever_the_cheapest_plan_meets_the_cap():
+    from optimizer import Objective, ObjectiveKind
+
+    for seed in (0, 3):  # the greedy start broke these caps and the planner answered no_solution
+        pb = _capped_instance(seed)
+        cheapest = solve(pb, SolveParams(time_limit_s=2.0))
+        assert cheapest.status is PlanStatus.OPTIMAL and not cheapest.unplanned
+        for factor in (1.0001, 1.02):
+            cap = cheapest.cost * factor
+            capped = dataclasses.replace(pb, objective=Objective(ObjectiveKind.CARBON_WITH_COST_CAP, cost_cap=cap))
+            plan = solve(capped, SolveParams(time_limit_s=2.0))
+            assert plan.status is not PlanStatus.NO_SOLUTION, (seed, factor, plan.stats.notes)
+            assert check_plan(capped, plan).ok and not plan.unplanned and plan.cost <= cap * (1 + 1e-9)
+
+
+def test_baselines_meet_the_cost_cap_or_say_they_cannot():
+    from optimizer import Objective, ObjectiveKind
+
+    def under(pb, cap):
+        return dataclasses.replace(pb, objective=Objective(ObjectiveKind.CARBON_WITH_COST_CAP, cost_cap=cap))
+
+    pb = _capped_instance(0)
+    for name in ("run_now", "best_window", "greedy"):
+        free = solve(under(pb, 1e9), SolveParams(time_limit_s=1.0), solver=name)  # its plan, whatever it costs
+        for cap, meets in ((free.cost * 1.01, True), (free.cost * 0.5, False)):
+            capped = under(pb, cap)
+            plan = solve(capped, SolveParams(time_limit_s=1.0), solver=name)
+            assert check_plan(capped, plan, allow_late=True).ok
+            if meets:
+                assert plan.status is PlanStatus.FEASIBLE and len(plan.assignments) == len(free.assignments)
+            else:
+                assert plan.status is PlanStatus.NO_SOLUTION and not plan.assignments
+                assert all(u.reason == "not_solved" and "cannot meet the cap" in u.detail for u in plan.unplanned)
