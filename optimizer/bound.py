@@ -223,8 +223,10 @@ def evaluate(tb: Tables, m: Multipliers, collect: list | None = None):
     return value, ch, best
 
 
-def best_chunking(value: np.ndarray, dur: int, overhead: int, min_chunk: int) -> np.ndarray:
-    """Cheapest run of one job over every chunking in which each chunk has at least ``min_chunk`` slots.
+def best_chunking(
+    value: np.ndarray, dur: int, overhead: int, min_chunk: int, max_chunks: int | None = None
+) -> np.ndarray:
+    """Cheapest run of one job over every chunking of at most ``max_chunks`` chunks of at least ``min_chunk`` slots.
 
     Parameters
     ----------
@@ -237,6 +239,8 @@ def best_chunking(value: np.ndarray, dur: int, overhead: int, min_chunk: int) ->
         Extra run time per resume [slots].
     min_chunk : int
         Shortest chunk [slots].
+    max_chunks : int or None
+        Most chunks (None: as many as fit).
 
     Returns
     -------
@@ -245,45 +249,49 @@ def best_chunking(value: np.ndarray, dur: int, overhead: int, min_chunk: int) ->
         covering ``dur + overhead * (k - 1)`` slots for ``k`` chunks; +inf when none fits. A single chunk shorter
         than ``min_chunk`` is allowed by the Problem but not counted here (it is a contiguous run).
 
-    A dynamic program over the slots: the state is the work still needed and the length of the chunk running
-    (capped at ``min_chunk``), or "between chunks"; a new chunk adds ``overhead`` to the work still needed (so a
-    plan that is done may still resume, where slots of negative value pay for the overhead).
+    A dynamic program over the slots: the state is the number of chunks so far, the work still needed and the
+    length of the chunk running (capped at ``min_chunk``), or "between chunks"; a new chunk adds ``overhead`` to
+    the work still needed (so a plan that is done may still resume, where slots of negative value pay for the
+    overhead).
     """
     n, W = value.shape
     m = max(1, int(min_chunk))
+    K = W // m + 1 if max_chunks is None else max(1, min(int(max_chunks), W // m + 1))
     # work still needed k = dur + overhead * (chunks - 1) - slots run, at index k + W: a chunk may run past the
     # work of the chunks so far when a later resume's overhead makes up for it (k < 0 for a while)
     off = W
-    size = off + dur + overhead * (W // m + 1) + 1
-    run = np.full((n, m, size), np.inf)  # run[:, l - 1, k + off]: in a chunk of length l (capped), k still needed
-    gap = np.full((n, size), np.inf)  # between chunks (each so far >= min_chunk)
+    size = off + dur + overhead * K + 1
+    run = np.full((n, K, m, size), np.inf)  # run[:, c - 1, l - 1, k + off]: chunk c running, its length l (capped)
+    gap = np.full((n, K, size), np.inf)  # after chunk c (each so far >= min_chunk)
     best = np.full(n, np.inf)
     for t in range(W):
-        v = value[:, t][:, None]
-        ended = np.minimum(gap, run[:, m - 1])  # a chunk may end after slot t - 1 (or none is running)
-        new = np.full((n, m, size), np.inf)
+        v = value[:, t][:, None, None]
+        ended = np.minimum(gap, run[:, :, m - 1])  # a chunk may end after slot t - 1
+        new = np.full((n, K, m, size), np.inf)
         # go on with the chunk: one slot less needed
         if m > 1:
-            new[:, 1:, :-1] = run[:, :-1, 1:] + v[:, :, None]
-        new[:, m - 1, :-1] = np.minimum(new[:, m - 1, :-1], run[:, m - 1, 1:] + v)
-        # resume: a new chunk after the last one ended, paying the overhead, and its first slot
+            new[:, :, 1:, :-1] = run[:, :, :-1, 1:] + v[..., None]
+        new[:, :, m - 1, :-1] = np.minimum(new[:, :, m - 1, :-1], run[:, :, m - 1, 1:] + v)
+        # resume: chunk c + 1 after chunk c ended, paying the overhead, and its first slot
         shift = overhead - 1
-        if shift >= 0:
-            new[:, 0, shift:] = np.minimum(new[:, 0, shift:], ended[:, : size - shift] + v)
-        else:
-            new[:, 0, :-1] = np.minimum(new[:, 0, :-1], ended[:, 1:] + v)
+        if K > 1:
+            if shift >= 0:
+                new[:, 1:, 0, shift:] = np.minimum(new[:, 1:, 0, shift:], ended[:, :-1, : size - shift] + v)
+            else:
+                new[:, 1:, 0, :-1] = np.minimum(new[:, 1:, 0, :-1], ended[:, :-1, 1:] + v)
         # the first chunk
-        new[:, 0, off + dur - 1] = np.minimum(new[:, 0, off + dur - 1], v[:, 0])
+        new[:, 0, 0, off + dur - 1] = np.minimum(new[:, 0, 0, off + dur - 1], v[:, 0, 0])
         gap, run = ended, new
-        best = np.minimum(best, run[:, m - 1, off])  # done at the end of a chunk of at least min_chunk slots
+        best = np.minimum(best, run[:, :, m - 1, off].min(axis=1))  # done at the end of a long enough chunk
     return best
 
 
 def chunked_floor(tb: Tables, m: Multipliers, above: np.ndarray | None = None) -> np.ndarray:
     """Per job row, its least priced value over every chunking the Problem allows [objective units].
 
-    The planner's options hold interruptible jobs to one run or two chunks; ``check_plan`` accepts any number of
-    chunks of at least ``min_chunk_slots``, each resume adding ``checkpoint_overhead_slots``. Each allowed
+    The planner's options hold interruptible jobs to one run or two chunks of fixed lengths; ``check_plan`` accepts
+    up to ``max_chunks`` chunks of any length of at least ``min_chunk_slots``, each resume adding
+    ``checkpoint_overhead_slots``. Each allowed
     (region, hardware) pair's best chunking is found by :func:`best_chunking` over the slots the job can use alone
     (valid curves, GPUs and power enough). Rows that are not interruptible get +inf (their options are exact).
 
@@ -313,7 +321,7 @@ def chunked_floor(tb: Tables, m: Multipliers, above: np.ndarray | None = None) -
                 if not keep.any():
                     continue
                 value = value[keep]
-            got = best_chunking(value, dur, int(tb.ovh[row]), int(tb.min_chunk[row]))
+            got = best_chunking(value, dur, int(tb.ovh[row]), int(tb.min_chunk[row]), int(tb.max_chunks[row]))
             out[row] = min(out[row], float(got.min()))
     return out
 

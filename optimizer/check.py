@@ -170,6 +170,8 @@ def _check_chunks(job: Job, chunks: list[Chunk], duration: int, n_slots: int, wh
         need = duration + job.checkpoint_overhead_slots * (len(chunks) - 1)
         if run != need:
             bad.append(f"{where}: runs {run} slots, needs {need} with {len(chunks)} chunks")
+        if len(chunks) > job.max_chunks:
+            bad.append(f"{where}: runs in {len(chunks)} chunks, more than max_chunks={job.max_chunks}")
         if len(chunks) > 1 and any(c.length_slots < job.min_chunk_slots for c in chunks):
             bad.append(f"{where}: a chunk is shorter than min_chunk_slots={job.min_chunk_slots}")
     return True

@@ -172,6 +172,11 @@ class Job:
         Shortest chunk for an interruptible job [slots].
     checkpoint_overhead_slots : int
         Extra run time added for each resume [slots].
+    max_chunks : int
+        Most chunks an interruptible job may run in (>= 1; ``check_plan`` enforces it). Each chunk is at least
+        ``min_chunk_slots`` long (a single run may be shorter) and the run time is ``duration +
+        checkpoint_overhead_slots * (chunks - 1)``. The default, 2, is what the planner's model places (one run,
+        or two chunks); a larger value lets plans from elsewhere use more, and the planner's bound covers it.
     """
 
     job_id: str
@@ -189,6 +194,7 @@ class Job:
     interruptible: bool = False
     min_chunk_slots: int = 1
     checkpoint_overhead_slots: int = 0
+    max_chunks: int = 2
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,8 @@ class Tables:
     rel: np.ndarray  # (J,) release slot (clipped to 0)
     dl: np.ndarray  # (J,) deadline slot (clipped to T)
     prio: np.ndarray  # (J,)
-    intr: np.ndarray  # (J,) bool
+    intr: np.ndarray  # (J,) bool: may run in chunks (interruptible, max_chunks >= 2)
+    max_chunks: np.ndarray  # (J,) most chunks
     min_chunk: np.ndarray  # (J,)
     ovh: np.ndarray  # (J,)
     dur: np.ndarray  # (J, H) run length, 0 = not eligible
@@ -141,8 +142,14 @@ def _job_fields(problem: Problem, hw_index: dict[str, int], region_index: dict[s
     allowed = np.zeros((len(problem.jobs), R, H), dtype=bool)
     for i, job in enumerate(problem.jobs):
         reason, detail = None, ""
-        if job.gpus <= 0 or job.priority < 0 or job.min_chunk_slots < 1 or job.checkpoint_overhead_slots < 0:
-            reason, detail = UnplannedReason.INVALID_JOB, "gpus, priority, min_chunk or overhead out of range"
+        if (
+            job.gpus <= 0
+            or job.priority < 0
+            or job.min_chunk_slots < 1
+            or job.checkpoint_overhead_slots < 0
+            or job.max_chunks < 1
+        ):
+            reason, detail = UnplannedReason.INVALID_JOB, "gpus, priority, min_chunk, overhead or max_chunks out of range"
         elif any(d <= 0 for d in job.duration_slots.values()):
             reason, detail = UnplannedReason.INVALID_JOB, "duration_slots must be positive"
         elif job.deadline_slot <= job.release_slot:
@@ -256,6 +263,7 @@ class _JobArrays:
     rel: np.ndarray
     dl: np.ndarray
     intr: np.ndarray
+    max_chunks: np.ndarray
     min_chunk: np.ndarray
     ovh: np.ndarray
     dur: np.ndarray
@@ -361,7 +369,8 @@ def build_tables(problem: Problem) -> Tables:
         g=np.array([j.gpus for j in jobs], dtype=np.int64),
         rel=np.array([max(0, j.release_slot) for j in jobs], dtype=np.int64),
         dl=np.array([min(T, j.deadline_slot) for j in jobs], dtype=np.int64),
-        intr=np.array([j.interruptible for j in jobs], dtype=bool),
+        intr=np.array([j.interruptible and j.max_chunks >= 2 for j in jobs], dtype=bool),
+        max_chunks=np.array([j.max_chunks for j in jobs], dtype=np.int64),
         min_chunk=np.array([j.min_chunk_slots for j in jobs], dtype=np.int64),
         ovh=np.array([j.checkpoint_overhead_slots for j in jobs], dtype=np.int64),
         dur=dur_all[idx],
@@ -398,6 +407,7 @@ def build_tables(problem: Problem) -> Tables:
         dl=ja.dl[plannable],
         prio=np.array([max(1, j.priority) for j in jobs])[plannable] if J else np.zeros(0, dtype=np.int64),
         intr=ja.intr[plannable],
+        max_chunks=ja.max_chunks[plannable],
         min_chunk=ja.min_chunk[plannable],
         ovh=ja.ovh[plannable],
         dur=ja.dur[plannable],
