@@ -118,13 +118,33 @@ def power_mw(power_kw) -> np.ndarray:
     return np.ceil(np.asarray(power_kw) * 1e6 - 1e-6).astype(np.int64)
 
 
-def _halves(dur: int, ovh: int, min_chunk: int) -> tuple[int, int] | None:
-    """Lengths of the two chunks of an interruptible run, or None when a chunk would be too short."""
-    a = math.ceil(dur / 2)
-    b = dur - a + ovh
-    if dur - a <= 0 or a < min_chunk or b < min_chunk:
-        return None
-    return a, b
+# most first-chunk lengths modelled per interruptible job: the half, then lengths spread over the allowed range.
+# One: four (half, shortest, longest and one between) doubled the Lagrangian evaluation at 1,000 bench jobs (202
+# interruptible) and the plan in 10 s came out worse (seed 0: 798.7 against 784.3, gap 2.8 % against 1.0 %);
+# the bound covers every split anyway (bound.best_chunking)
+MAX_SPLITS = 1
+
+
+def _splits(dur: int, ovh: int, min_chunk: int) -> list[tuple[int, int]]:
+    """Lengths ``(a, b)`` of the two chunks of an interruptible run (``a + b = dur + ovh``, each at least
+    ``min_chunk``, the first shorter than ``dur``): the rounded-up half first, then up to ``MAX_SPLITS - 1`` more
+    spread from the shortest first chunk to the longest."""
+    lo, hi = max(1, min_chunk), min(dur - 1, dur + ovh - min_chunk)
+    if hi < lo:
+        return []
+    half = min(max(math.ceil(dur / 2), lo), hi)
+    spread = np.unique(np.linspace(lo, hi, MAX_SPLITS).round().astype(int)).tolist()
+    firsts = [half, *[a for a in spread if a != half][: MAX_SPLITS - 1]]
+    return [(a, dur + ovh - a) for a in firsts]
+
+
+def _two_chunk_feasible(seg_a: Segments, seg_b: Segments) -> np.ndarray:
+    """Per job of two aligned chunk segments (``seg_b``'s k-th start is the first that follows ``seg_a``'s k-th):
+    whether some first chunk and some second chunk after it are both feasible alone."""
+    starts_at = np.concatenate(([0], np.cumsum(seg_a.nst)[:-1]))
+    seen = np.cumsum(seg_a.ok)
+    before = seen - np.repeat(seen[starts_at] - seg_a.ok[starts_at], seg_a.nst)  # ok first chunks up to here
+    return np.logical_or.reduceat(seg_b.ok & (before > 0), starts_at)
 
 
 def _sliding_min(x: np.ndarray, length: int) -> np.ndarray:
@@ -302,19 +322,24 @@ def _windows(cur: _Curves, ja: _JobArrays, stage: np.ndarray):
             feasible = np.logical_or.reduceat(seg.ok, starts_at)
             elig[rows[feasible], r, h] = True
             contig.append(seg)
-            ir = np.flatnonzero(ja.intr[rows])
-            ab = [_halves(int(dur[rows[i], h]), int(ja.ovh[rows[i]]), int(ja.min_chunk[rows[i]])) for i in ir]
-            pick = [i for i, x in zip(ir, ab, strict=True) if x is not None]
-            if pick:
-                a = np.array([x[0] for x in ab if x is not None], dtype=np.int64)
-                b = np.array([x[1] for x in ab if x is not None], dtype=np.int64)
-                hr = rows[np.array(pick)]
+            ir = rows[ja.intr[rows]]
+            splits = [_splits(int(dur[i, h]), int(ja.ovh[i]), int(ja.min_chunk[i])) for i in ir]
+            for k in range(max((len(x) for x in splits), default=0)):
+                # the k-th split of every job that has one: one pair of aligned segments
+                pick = np.array([j for j, x in enumerate(splits) if len(x) > k], dtype=np.int64)
+                hr = ir[pick]
+                a = np.array([splits[j][k][0] for j in pick], dtype=np.int64)
+                b = np.array([splits[j][k][1] for j in pick], dtype=np.int64)
                 room = dl[hr] - rel[hr] >= a + b + 1
                 hr, a, b = hr[room], a[room], b[room]
                 if len(hr):
                     seg_a, _ = _segments(cur, r, h, g, ja.pkw, hr, a, rel[hr], dl[hr] - b - 1 - a)
                     seg_b, _ = _segments(cur, r, h, g, ja.pkw, hr, b, rel[hr] + a + 1, dl[hr] - b)
                     halves.append((seg_a, seg_b))
+                    # plannable in two chunks even where no single run fits (a gap in prices, GPUs or power)
+                    chunked = hr[_two_chunk_feasible(seg_a, seg_b)]
+                    elig[chunked, r, h] = True
+                    stage[chunked] = 5
     return elig, contig, halves
 
 

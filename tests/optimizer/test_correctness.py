@@ -260,3 +260,16 @@ def test_bound_never_exceeds_the_exact_optimum_of_tiny_instances_with_interrupti
             assert plan.unplanned or plan.objective >= exact - 1e-9
             if plan.status is PlanStatus.OPTIMAL:
                 assert math.isclose(plan.objective, exact, rel_tol=1e-6), (specs, plan.objective, exact)
+
+
+def test_a_job_that_fits_only_in_two_chunks_is_planned_around_a_gap():
+    # no price in slot 3: no run of 4 slots fits in the window, two chunks of 2 do
+    prices = [40, 30, 20, math.nan, 20, 30, 40]
+    pb = problem([region("A", prices)], [job("a", dur=4, n_slots=7, interruptible=True, min_chunk_slots=2)])
+    plan = solve(pb, SolveParams(time_limit_s=2.0))
+    assert check_plan(pb, plan).ok and not plan.unplanned, plan.unplanned  # was invalid_prices
+    chunks = [(c.start_slot, c.end_slot) for c in plan.assignment_of("a").chunks]
+    assert chunks == [(1, 3), (4, 6)]  # the cheapest two chunks on either side of the gap
+    # not interruptible: still left out, with the reason
+    rigid = problem([region("A", prices)], [job("a", dur=4, n_slots=7)])
+    assert solve(rigid, SolveParams(time_limit_s=1.0)).unplanned_reasons() == {"a": "invalid_prices"}
