@@ -21,7 +21,18 @@ Pipeline (each step bounded by the time limit):
    left goes to ejection moves (LP converged) or to resuming the subgradient ascent from the best
    multipliers (bound still open).
 
-The gap is reported against the best valid bound; nothing is claimed optimal unless proven.
+Under ``carbon_cost_cap`` the planner first plans the cost objective (``SHARE["cost_start"]`` of the time) and
+starts from that plan, so a cap the cheapest plan meets is met.
+
+Each step after the greedy plan is a phase ``phase(run)`` over one :class:`optimizer.pipeline.SolveRun`
+(``optimizer.phases_bound``, ``optimizer.phases_search``), listed in order in :data:`PIPELINE`; the best plan is
+kept by the run's :class:`optimizer.pipeline.Incumbent`, and the share of time each phase takes is declared in
+``optimizer.pipeline.SHARE``.
+
+The gap is reported against the best valid bound: the LP, the ascent and CP-SAT bound the model's runs (one run, or
+two chunks), and where interruptible jobs could do better in other chunkings (``Job.max_chunks``) the bound is
+lowered to each job's best chunking at the final prices (``bound.valid_bound``); nothing is claimed optimal
+unless proven against it.
 """
 
 from __future__ import annotations
