@@ -32,23 +32,27 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
 from app.config import Settings
-from app.enums import ForecastRunStatus, JobState, PlanStatus, SeriesKind
+from app.enums import JobState, PlanStatus, SeriesKind
 from app.errors import FieldError, ValidationFailed
 from app.models import (
     Assignment,
-    ForecastPoint,
-    ForecastRun,
     HardwareType,
     Job,
-    MarketSeries,
     Plan,
     Region,
     UnplannedJob,
 )
 from app.services import jobs as job_service
+from app.services.assignments import (
+    held_intervals,
+    per_slot_use,
+    planned_intervals,
+    slot_index,
+    slots_of,
+)
 from app.services.audit import last_entry
-from app.services.capacity import held_intervals
 from app.services.fleet import FleetSnapshot, lowest_budget_kw, snapshot
+from app.services.series import hourly_series
 from optimizer import (
     SOLVERS,
     Objective,
@@ -125,43 +129,15 @@ def objective_of(settings: Settings, objective: str) -> Objective:
 
 
 def _series(session: Session, zone: str, kind: SeriesKind, slots: list[datetime], end: datetime) -> list[float]:
-    """Value per slot start: the realised (published) point of the hour, else the latest succeeded forecast point
-    of the hour, else a published forecast in ``market_series``, else NaN.
-
-    A known value beats every forecast of it: once the day-ahead auction has published tomorrow's prices, the
-    forecast issued the day before still covers those hours, and the refresh after the auction starts after them.
-    """
-    start = slots[0]
-    hourly: dict[datetime, float] = {}
-    known: dict[datetime, float] = {}
-    for row in session.scalars(
-        select(MarketSeries)
-        .where(MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start - timedelta(hours=1),
-               MarketSeries.ts < end)
-        .order_by(MarketSeries.ts, MarketSeries.id)
-    ):
-        (known if row.issued_at is None else hourly)[row.ts] = row.value
-    rows = session.execute(
-        select(ForecastPoint.ts, ForecastPoint.value)
-        .join(ForecastRun, ForecastRun.id == ForecastPoint.run_id)
-        .where(ForecastRun.zone == zone, ForecastRun.kind == kind, ForecastRun.status == ForecastRunStatus.SUCCEEDED,
-               ForecastPoint.ts >= start - timedelta(hours=1), ForecastPoint.ts < end)
-        .order_by(ForecastRun.issued_at, ForecastRun.id)
-    )
-    for ts, value in rows:  # later runs overwrite earlier ones
-        hourly[ts] = value
-    hourly.update(known)
+    """Value per slot start: the value of the slot's hour by :func:`app.services.series.hourly_series` (published, else
+    forecast-run point, else an imported forecast), else NaN."""
+    hourly = {p.ts: p.value for p in hourly_series(session, zone, kind, slots[0] - timedelta(hours=1), end,
+                                                   forecasts=True)}
     out = []
     for t in slots:
-        hour = t.replace(minute=0, second=0, microsecond=0)
-        v = hourly.get(hour)
+        v = hourly.get(t.replace(minute=0, second=0, microsecond=0))
         out.append(float(v) if v is not None else math.nan)
     return out
-
-
-def _slot(start: datetime, slot_minutes: int, at: datetime, *, up: bool) -> int:
-    minutes = (at - start).total_seconds() / 60.0
-    return math.ceil(minutes / slot_minutes - 1e-9) if up else math.floor(minutes / slot_minutes + 1e-9)
 
 
 def to_opt_job(fields: dict[str, Any], job_id: str, fleet: FleetSnapshot, start: datetime, slot_minutes: int) -> OptJob:
@@ -176,8 +152,8 @@ def to_opt_job(fields: dict[str, Any], job_id: str, fleet: FleetSnapshot, start:
     ref = fields.get("reference_hardware")
     return OptJob(
         job_id=job_id, gpus=int(fields["gpu_count"]), duration_slots=durations,
-        release_slot=max(0, _slot(start, slot_minutes, fields["release_at"], up=True)),
-        deadline_slot=_slot(start, slot_minutes, fields["deadline_at"], up=False),
+        release_slot=max(0, slot_index(start, slot_minutes, fields["release_at"], up=True)),
+        deadline_slot=slot_index(start, slot_minutes, fields["deadline_at"], up=False),
         power_kw_per_gpu=power, memory_gb_per_gpu=float(fields.get("memory_gb_per_gpu") or 0.0),
         allowed_regions=tuple(regions), allowed_hardware=tuple(fields["allowed_hardware"]) if fields.get("allowed_hardware") else None,
         home_region=fields.get("home_region"), preferred_hardware=ref if ref in durations else None,
@@ -202,24 +178,15 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
     fleet = snapshot(session)
     hw_rows = {h.code: h for h in session.scalars(select(HardwareType))}
     hardware = tuple(OptHardware(c, h.memory_gb, h.tdp_w / 1000.0, fleet.throughput(c, "default")) for c, h in hw_rows.items())
-    held_gpu: dict[tuple[str, str], list[int]] = {}
-    held_kw: dict[str, list[float]] = {}
-    for a, intervals in held_intervals(session, start + timedelta(minutes=sm)):
-        r, h, job = a.region.code, a.hardware_type.code, a.job
-        kw = job.gpu_count * fleet.power_w(h, job.workload_class.value) / 1000.0 * a.region.pue
-        gpu = held_gpu.setdefault((r, h), [0] * n)
-        power = held_kw.setdefault(r, [0.0] * n)
-        for first, last in intervals:
-            for k in range(max(0, _slot(start, sm, first, up=False)), min(n, _slot(start, sm, last, up=True))):
-                gpu[k] += job.gpu_count
-                power[k] += kw
+    held_gpu, held_kw = per_slot_use(held_intervals(session, start + timedelta(minutes=sm)), start=start,
+                                     slot_minutes=sm, n_slots=n)
     regions = []
     fx = settings.exchange_rates
     for reg in session.scalars(select(Region).options(selectinload(Region.overrides)).order_by(Region.code)):
         budget = [reg.power_budget_kw] * n
         touching: dict[int, list[tuple[datetime, datetime, float]]] = {}
         for o in reg.overrides:  # a slot's budget is the lowest in force at any moment of it
-            for k in range(max(0, _slot(start, sm, o.start_at, up=False)), min(n, _slot(start, sm, o.end_at, up=True))):
+            for k in slots_of(o.start_at, o.end_at, start=start, slot_minutes=sm, n_slots=n):
                 touching.setdefault(k, []).append((o.start_at, o.end_at, o.power_kw))
         for k, windows in touching.items():
             budget[k] = lowest_budget_kw(reg.power_budget_kw, windows, slots[k], slots[k] + timedelta(minutes=sm))
@@ -405,26 +372,11 @@ def preview_job(session: Session, settings: Settings, job_fields: dict[str, Any]
 
 def _reserve_planned(session: Session, problem: OptProblem) -> OptProblem:
     """Take the capacity of the current plan's planned jobs off the problem's regions."""
-    current = session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()))
-    if current is None:
+    planned = planned_intervals(session)
+    if not planned:
         return problem
     n, sm = problem.n_slots, problem.slot_minutes
-    regions = {r.name: r for r in problem.regions}
-    gpu: dict[tuple[str, str], list[int]] = {}
-    kw: dict[str, list[float]] = {}
-    for a in session.scalars(
-        select(Assignment).join(Job, Job.id == Assignment.job_id)
-        .where(Assignment.plan_id == current.id, Job.state == JobState.PLANNED)
-        .options(selectinload(Assignment.job), selectinload(Assignment.region), selectinload(Assignment.hardware_type))
-    ):
-        r, h = a.region.code, a.hardware_type.code
-        if r not in regions:
-            continue
-        power = a.energy_kwh / max(1e-9, (a.end_at - a.start_at).total_seconds() / 3600.0)
-        g, p = gpu.setdefault((r, h), [0] * n), kw.setdefault(r, [0.0] * n)
-        for k in range(max(0, _slot(problem.start, sm, a.start_at, up=False)), min(n, _slot(problem.start, sm, a.end_at, up=True))):
-            g[k] += a.job.gpu_count
-            p[k] += power
+    gpu, kw = per_slot_use(planned, start=problem.start, slot_minutes=sm, n_slots=n)
     new = []
     for reg in problem.regions:
         per_slot = dict(reg.inventory_per_slot)

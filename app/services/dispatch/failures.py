@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.enums import TERMINAL_JOB_STATES, JobState, RunState
 from app.models import Assignment, HardwareType, Job, Region, Run
+from app.services.dispatch.run_keys import hardware_of_run_key
 from app.services.fleet import snapshot
 from app.services.jobs import move_job
 
@@ -27,8 +28,6 @@ MAX_ATTEMPTS = 3
 
 def failed_placement(session: Session, run: Run) -> tuple[str | None, str | None]:
     """(region code, hardware code) of a run, from its assignment, else its cluster and run key."""
-    from app.services.dispatch_claim import hardware_of_run_key
-
     region = hardware = None
     assignment = session.get(Assignment, run.assignment_id) if run.assignment_id else None
     if assignment is not None:
