@@ -71,18 +71,13 @@ def slots_of(first: datetime, last: datetime, *, start: datetime, slot_minutes: 
     return range(lo, hi)
 
 
-def current_plan_query() -> Any:
-    """The select of the plan marked current (the newest if several are)."""
-    return select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1)
-
-
 def current_plan(session: Session) -> Plan | None:
     """The plan marked current (the newest if several are), or None before the first good plan."""
-    return session.scalar(current_plan_query())
+    return session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
 
 
 def current_plan_id(session: Session) -> int | None:
-    """Id of the plan marked current (the newest if several are)."""
+    """Id of :func:`current_plan` without loading the row."""
     return session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
 
 

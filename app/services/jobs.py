@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import math
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, literal, select, text, update
+from sqlalchemy import insert, literal, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload
-from sqlalchemy.orm.attributes import set_committed_value
 
 from app.db import is_postgresql, utcnow
 from app.enums import TERMINAL_JOB_STATES, JobState, WorkloadClass
 from app.errors import Conflict, FieldError, NotFound, ValidationFailed
-from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Plan, Region, Run
+from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Region, Run
 from app.services import audit
+from app.services.assignments import current_plan_id
 from app.services.auth import Principal
 from app.services.fleet import REFERENCE_HARDWARE, FleetSnapshot, snapshot
+from app.services.job_states import set_state
+from app.services.pages import decode_cursor, encode_cursor
 
 JOB_COLUMNS = (
     "name", "workload_class", "gpu_count", "reference_gpu_hours", "reference_hardware", "durations_minutes",
@@ -260,51 +261,6 @@ def list_runs(session: Session, principal: Principal, job_id: int) -> list[Run]:
     ))
 
 
-def set_state(session: Session, job: Job, state: JobState, message: str = "", *, at: datetime | None = None) -> None:
-    job.state = state
-    job.state_reason = message or None
-    session.add(JobEvent(job_id=job.id, at=at or utcnow(), state=state.value, message=message))
-
-
-def reread_job(session: Session, job: Job, *, lock: bool = False) -> Job:
-    """``job`` as committed now, not as this session first read it: the API may have cancelled it meanwhile.
-
-    With ``lock`` on PostgreSQL the row stays locked until the caller commits, so a cancel arriving now waits
-    for this decision and is applied after it instead of being overwritten by it.
-    """
-    session.refresh(job, with_for_update=True if lock and is_postgresql(session) else None)
-    return job
-
-
-def move_job(
-    session: Session, job: Job, state: JobState, message: str, *, at: datetime,
-    only_from: Iterable[JobState] | None = None,
-) -> bool:  # fmt: skip
-    """Set a job's state, with a job event, unless it is finished (or not in ``only_from``); no commit.
-
-    A conditional UPDATE: a state the API committed after ``job`` was read (a cancel) is never overwritten.
-
-    Returns
-    -------
-    bool
-        True when the job moved.
-    """
-    allowed = [s for s in (JobState if only_from is None else only_from) if s not in TERMINAL_JOB_STATES]
-    won = session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.state.in_(allowed))
-        .values(state=state, state_reason=message or None)
-        .execution_options(synchronize_session=False)
-    )
-    if won.rowcount != 1:  # type: ignore[attr-defined]
-        session.expire(job, ["state", "state_reason"])
-        return False
-    set_committed_value(job, "state", state)
-    set_committed_value(job, "state_reason", message or None)
-    session.add(JobEvent(job_id=job.id, at=at, state=state.value, message=message))
-    return True
-
-
 def cancel_job(session: Session, principal: Principal, job_id: int) -> Job:
     job = get_job(session, principal, job_id)
     if job.state in TERMINAL_JOB_STATES:
@@ -324,28 +280,6 @@ class JobFilter:
     batch_id: str | None = None
 
 
-def encode_cursor(last_id: int, kind: str = "j") -> str:
-    """An opaque cursor after row ``last_id`` of a list (``kind``: j = jobs, p = plans)."""
-    return base64.urlsafe_b64encode(f"{kind}{last_id}".encode()).decode().rstrip("=")
-
-
-MAX_ID = 2**31 - 1  # ids are 32-bit integers in the database
-
-
-def decode_cursor(cursor: str, kind: str = "j") -> int:
-    """The row id in ``cursor``; anything this API could not have returned is a 422 naming the cursor."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not raw.startswith(kind):
-            raise ValueError
-        last_id = int(raw[len(kind):])
-        if not 1 <= last_id <= MAX_ID:  # a larger number overflows the database's integer
-            raise ValueError
-        return last_id
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationFailed("bad cursor", [FieldError("cursor", "not a cursor this API returned")]) from exc
-
-
 def list_jobs(
     session: Session, principal: Principal, flt: JobFilter, *, limit: int, cursor: str | None = None
 ) -> tuple[list[Job], str | None]:
@@ -360,7 +294,7 @@ def list_jobs(
     if flt.batch_id:
         q = q.where(Job.batch_id == flt.batch_id)
     if flt.region or flt.hardware:
-        sub = select(Assignment.job_id).join(Plan, Plan.id == Assignment.plan_id).where(Plan.is_current.is_(True))
+        sub = select(Assignment.job_id).where(Assignment.plan_id == current_plan_id(session))
         if flt.region:
             sub = sub.join(Region, Region.id == Assignment.region_id).where(Region.code == flt.region)
         if flt.hardware:

@@ -52,6 +52,7 @@ from app.services.assignments import (
 )
 from app.services.audit import last_entry
 from app.services.fleet import FleetSnapshot, lowest_budget_kw, snapshot
+from app.services.job_states import set_state
 from app.services.series import hourly_series
 from optimizer import (
     SOLVERS,
@@ -286,7 +287,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
             ))
             job = by_id[a.job_id]
             if job.state is not JobState.PLANNED:
-                job_service.set_state(session, job, JobState.PLANNED, f"plan {record.id}", at=now)
+                set_state(session, job, JobState.PLANNED, f"plan {record.id}", at=now)
             job.state_reason = None
             n_assigned += 1
         unplanned = plan.unplanned
@@ -304,9 +305,9 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
             u.reason is UnplannedReason.WINDOW_TOO_SHORT and job.deadline_at <= horizon_end)
         message = f"plan {record.id}: {u.reason}" + (f" ({u.detail})" if u.detail else "")
         if final:
-            job_service.set_state(session, job, JobState.UNSCHEDULABLE, message, at=now)
+            set_state(session, job, JobState.UNSCHEDULABLE, message, at=now)
         elif job.state is not JobState.PENDING:
-            job_service.set_state(session, job, JobState.PENDING, message, at=now)
+            set_state(session, job, JobState.PENDING, message, at=now)
         job.state_reason = message
     # the plan's head keeps its job counts after the retention clean-up deletes its rows (plan_history.prune)
     record.stats = {**stats, "currency": problem.currency, "jobs": {"assigned": n_assigned, "unplanned": n_unplanned},

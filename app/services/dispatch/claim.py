@@ -19,10 +19,10 @@ from app.config import Settings
 from app.db import is_postgresql
 from app.enums import ACTIVE_RUN_STATES, JobState, RunState
 from app.models import Assignment, Cluster, HardwareType, Job, Region, Run
-from app.services import jobs as job_service
 from app.services.assignments import current_plan_id, next_chunk, running_intervals
 from app.services.dispatch.failures import requeue_after_failure
 from app.services.dispatch.run_keys import new_run_key
+from app.services.job_states import set_state
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +147,7 @@ def _claim_resumable(
         job.resume_at = None
         following = next_chunk(session, job.id)
         if following is None:  # its chunk run or assignment is gone: plan the whole job again (a re-plan is due)
-            job_service.set_state(session, job, JobState.PENDING, "paused without a chunk to continue", at=now)
+            set_state(session, job, JobState.PENDING, "paused without a chunk to continue", at=now)
             failed.append(job.id)
             continue
         assignment, chunk_index = following
@@ -181,7 +181,7 @@ def _new_run(
         requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED)
         return None
     part = f"chunk {chunk_index + 1}/{len(assignment.chunks or ())} " if chunk_index is not None else ""
-    job_service.set_state(
+    set_state(
         session, job, JobState.DISPATCHING,
         f"run {run.run_key} ({part}on cluster {cluster.name}, {region.code}/{hardware.code}), "
         f"planned start {run.planned_start_at.isoformat() if run.planned_start_at else '-'}", at=now,

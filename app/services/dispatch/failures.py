@@ -20,7 +20,7 @@ from app.enums import TERMINAL_JOB_STATES, JobState, RunState
 from app.models import Assignment, HardwareType, Job, Region, Run
 from app.services.dispatch.run_keys import hardware_of_run_key
 from app.services.fleet import snapshot
-from app.services.jobs import move_job
+from app.services.job_states import move_job
 
 #: Failed or lost runs a job may have before it fails for good [count].
 MAX_ATTEMPTS = 3

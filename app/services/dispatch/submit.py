@@ -26,7 +26,7 @@ from app.services.assignments import running_intervals
 from app.services.dispatch.failures import requeue_after_failure
 from app.services.dispatch.run_keys import hardware_of_run_key
 from app.services.fleet import snapshot
-from app.services.jobs import move_job, reread_job
+from app.services.job_states import move_job, reread_job
 from connectors.base import ClusterConnector, ConfigError, ConnectorError, JobSpec
 from connectors.registry import get_connector
 

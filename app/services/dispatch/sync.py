@@ -31,7 +31,7 @@ from app.models import Assignment, Cluster, Job, Region, Run
 from app.services.assignments import running_intervals
 from app.services.dispatch.failures import requeue_after_failure
 from app.services.dispatch.submit import build_spec, connector_for
-from app.services.jobs import move_job, reread_job
+from app.services.job_states import move_job, reread_job
 from app.services.series import hourly_series
 from connectors.base import ClusterConnector, ConnectorError, RunStatus, RuntimeState
 
