@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import shared_task
+from celery import current_app, shared_task
 
 from app.db import utcnow
 from app.extensions import db_session, settings
 from app.services.dispatch import claim as dispatch_claim
 from app.services.dispatch import submit as dispatch_submit
 from app.services.dispatch import sync as dispatch_sync
+from app.tasks import REPLAN
 from connectors.base import ConnectorError
 
 #: Submit attempts after the first one before :func:`app.services.dispatch.submit.give_up` [count].
@@ -28,9 +29,8 @@ def retry_countdown_s(retries: int, visibility_timeout_s: float) -> float:
 
 
 def _request_replan(reason: str) -> None:
-    from app.tasks.planning import replan
-
-    replan.delay(trigger=reason)
+    """Send the re-plan task by its name (the planning tasks' module is not imported here)."""
+    current_app.signature(REPLAN, kwargs={"trigger": reason}).delay()
 
 
 @shared_task(name="gridshift.dispatch.tick", ignore_result=True)
