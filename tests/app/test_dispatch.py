@@ -12,7 +12,7 @@ from app.services import auth
 from app.services.dispatch import claim as dispatch_claim
 from app.services.dispatch import submit as dispatch_submit
 from app.services.dispatch import sync as dispatch_sync
-from app.services.dispatch.failures import MAX_ATTEMPTS
+from app.services.dispatch.failures import MAX_ATTEMPTS, failed_placement
 from connectors.base import ConnectorError, RunStatus, RuntimeState
 from connectors.local import LocalConnector
 from connectors.registry import get_connector
@@ -59,6 +59,20 @@ def test_due_assignment_is_claimed_once_and_submitted_once(session, settings, te
     assert runs[0].runtime_job_id == runs[0].run_key and runs[0].planned_start_at is not None
     assert job_states(session, job.id) == ["pending", "dispatching", "submitted"]
 
+
+
+def test_a_run_keeps_its_hardware_when_its_assignment_is_gone(session, settings, tenant_id, clusters):
+    """The hardware is the run's own column, not read back out of its run key: a run whose plan's assignment was
+    pruned still tells the runtime (and the failure handling) which hardware it was placed on."""
+    job = add_job(session, tenant_id, command="echo started")
+    write_plan(session, [(job.id, "de", "a100", utcnow(), 30)])
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    run = session.get(Run, run_id)
+    assert run.hardware_code == "a100"
+    run.assignment_id = None  # what the retention clean-up leaves of a pruned plan's assignment
+    session.commit()
+    assert dispatch_submit.build_spec(session, run).hardware == "a100"
+    assert failed_placement(session, run) == ("de", "a100")
 
 def test_assignment_not_yet_due_waits(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id)

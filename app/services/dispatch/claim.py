@@ -170,6 +170,7 @@ def _new_run(
     attempt = 1 + (session.scalar(select(func.count()).select_from(Run).where(Run.job_id == job.id)) or 0)
     run = Run(
         job_id=job.id, assignment_id=assignment.id, cluster_id=cluster.id if cluster else None, attempt=attempt,
+        hardware_type_id=hardware.id,
         run_key=new_run_key(job.id, attempt, hardware.code), state=RunState.DISPATCHING, claimed_by=worker,
         claimed_at=now, chunk_index=chunk_index, created_at=now,
         planned_start_at=running_intervals(assignment)[chunk_index or 0][0],

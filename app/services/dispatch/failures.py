@@ -18,7 +18,6 @@ from sqlalchemy.orm import Session
 
 from app.enums import TERMINAL_JOB_STATES, JobState, RunState
 from app.models import Assignment, HardwareType, Job, Region, Run
-from app.services.dispatch.run_keys import hardware_of_run_key
 from app.services.fleet import snapshot
 from app.services.job_states import move_job
 
@@ -27,7 +26,7 @@ MAX_ATTEMPTS = 3
 
 
 def failed_placement(session: Session, run: Run) -> tuple[str | None, str | None]:
-    """(region code, hardware code) of a run, from its assignment, else its cluster and run key."""
+    """(region code, hardware code) of a run, from its assignment, else its cluster and its own hardware."""
     region = hardware = None
     assignment = session.get(Assignment, run.assignment_id) if run.assignment_id else None
     if assignment is not None:
@@ -35,7 +34,7 @@ def failed_placement(session: Session, run: Run) -> tuple[str | None, str | None
         hardware = session.scalar(select(HardwareType.code).where(HardwareType.id == assignment.hardware_type_id))
     if region is None and run.cluster is not None:
         region = run.cluster.region.code
-    return region, hardware or hardware_of_run_key(run.run_key)
+    return region, hardware or run.hardware_code
 
 
 def requeue_after_failure(session: Session, run: Run, reason: str, *, now: datetime, state: RunState) -> bool:

@@ -21,10 +21,9 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db import is_postgresql
 from app.enums import TERMINAL_RUN_STATES, JobState, RunState
-from app.models import Assignment, Cluster, HardwareType, Run
+from app.models import Assignment, Cluster, Run
 from app.services.assignments import running_intervals
 from app.services.dispatch.failures import requeue_after_failure
-from app.services.dispatch.run_keys import hardware_of_run_key
 from app.services.fleet import snapshot
 from app.services.job_states import move_job, reread_job
 from connectors.base import ClusterConnector, ConfigError, ConnectorError, JobSpec
@@ -92,13 +91,11 @@ def build_spec(session: Session, run: Run) -> JobSpec:
     """
     job = run.job
     assignment = session.get(Assignment, run.assignment_id) if run.assignment_id else None
-    hardware = hardware_of_run_key(run.run_key) or ""
+    hardware = run.hardware_code or ""
     planned_minutes = 60
     env = {str(k): str(v) for k, v in (job.env or {}).items()}
     margin = None
     if assignment is not None:
-        hw_row = session.get(HardwareType, assignment.hardware_type_id)
-        hardware = hw_row.code if hw_row else hardware
         bounds = running_intervals(assignment)
         first, last = bounds[run.chunk_index] if run.chunk_index is not None else (assignment.start_at, assignment.end_at)
         planned_minutes = max(1, math.ceil((last - first).total_seconds() / 60))
