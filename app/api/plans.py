@@ -200,9 +200,8 @@ def preview(data: dict[str, Any]) -> Any:
     writer()
     session = extensions.db_session()
     now = utcnow()
-    rows = jobs.validate_batch([data], snapshot(session), now, prefix="")  # same checks and errors as submit
-    fields_ = rows[0]
-    result = _planning().preview_job(session, extensions.settings(), fields_, now)
+    (job,) = jobs.validate_batch([data], snapshot(session), now, prefix="")  # same checks and errors as submit
+    result = _planning().preview_job(session, extensions.settings(), job, now)
     session.rollback()  # a preview never writes
     return _preview_body(result)
 

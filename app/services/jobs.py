@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,22 +15,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload
 
 from app.db import is_postgresql, utcnow
-from app.enums import TERMINAL_JOB_STATES, JobState, WorkloadClass
+from app.enums import TERMINAL_JOB_STATES, JobState
 from app.errors import Conflict, FieldError, NotFound, ValidationFailed
 from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Region, Run
 from app.services import audit
 from app.services.assignments import current_plan_id
 from app.services.auth import Principal
-from app.services.fleet import REFERENCE_HARDWARE, FleetSnapshot, snapshot
+from app.services.fleet import FleetSnapshot, snapshot
 from app.services.job_states import set_state
+from app.services.job_values import JobValues, minutes_on, normalise
 from app.services.pages import decode_cursor, encode_cursor
-
-JOB_COLUMNS = (
-    "name", "workload_class", "gpu_count", "reference_gpu_hours", "reference_hardware", "durations_minutes",
-    "memory_gb_per_gpu", "allowed_regions", "residency_tag", "allowed_hardware", "home_region", "release_at",
-    "deadline_at", "priority", "interruptible", "checkpoint_overhead_minutes", "min_chunk_minutes", "command",
-    "image", "env",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,22 +33,6 @@ class Eligibility:
 
     regions: tuple[str, ...]
     durations_minutes: dict[str, int]  # hardware code -> duration
-
-
-def durations_for(fields: dict[str, Any], fleet: FleetSnapshot) -> dict[str, int]:
-    """Duration of the job on each hardware type it may use [minutes], rounded up."""
-    explicit = fields.get("durations_minutes")
-    if explicit:
-        return {hw: math.ceil(float(m)) for hw, m in explicit.items()}
-    ref = fields.get("reference_hardware") or REFERENCE_HARDWARE
-    cls = str(fields.get("workload_class") or WorkloadClass.TRAINING)
-    ref_thr = fleet.throughput(ref, cls)
-    gpu_hours = float(fields["reference_gpu_hours"])
-    out = {}
-    for hw in fleet.hardware:
-        thr = fleet.throughput(hw, cls)
-        out[hw] = math.ceil(gpu_hours / fields["gpu_count"] * ref_thr / thr * 60.0)
-    return out
 
 
 def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "") -> tuple[Eligibility | None, list[FieldError]]:
@@ -128,7 +105,7 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
     if not placeable:
         err("gpu_count", f"no allowed region has {gpus} GPUs of an allowed hardware type ({', '.join(sorted(fits))})")
         return None, errs
-    durations = {hw: d for hw, d in durations_for(fields, fleet).items() if hw in placeable}
+    durations = {hw: d for hw, d in minutes_on(fields, fleet).items() if hw in placeable}
     assert release is not None and deadline is not None  # checked above
     window = (deadline - release).total_seconds() / 60.0
     if min(durations.values()) > window:
@@ -146,35 +123,20 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
     return Eligibility(usable_regions, durations), []
 
 
-def _normalise(fields: dict[str, Any], now: datetime) -> dict[str, Any]:
-    row = {k: fields.get(k) for k in JOB_COLUMNS}
-    row["workload_class"] = WorkloadClass(row["workload_class"] or WorkloadClass.TRAINING)
-    row["release_at"] = row["release_at"] or now
-    row["priority"] = row["priority"] or 0
-    row["interruptible"] = bool(row["interruptible"])
-    row["checkpoint_overhead_minutes"] = row["checkpoint_overhead_minutes"] or 0
-    row["min_chunk_minutes"] = row["min_chunk_minutes"] or 60
-    row["memory_gb_per_gpu"] = row["memory_gb_per_gpu"] or 0.0
-    row["env"] = row["env"] or {}
-    if row["reference_gpu_hours"] is not None and not row["reference_hardware"]:
-        row["reference_hardware"] = REFERENCE_HARDWARE
-    return row
-
-
 def validate_batch(
     items: Sequence[dict[str, Any]], fleet: FleetSnapshot, now: datetime, *, prefix: str = "jobs"
-) -> list[dict[str, Any]]:
+) -> list[JobValues]:
     """Normalise and check every item; raises ValidationFailed listing every bad item's fields."""
     rows, errors = [], []
     for i, item in enumerate(items):
-        row = _normalise(item, now)
+        row = normalise(item, now)
         _elig, errs = check_job(row, fleet, prefix=f"{prefix}[{i}]." if prefix else "")
         errors.extend(errs)
         rows.append(row)
     if errors:
         bad = len({e.field.split(".")[0] for e in errors})
         raise ValidationFailed(f"{bad} of {len(items)} jobs are invalid; nothing was stored", errors)
-    return rows
+    return [JobValues.from_fields(row) for row in rows]
 
 
 def submit_jobs(
@@ -187,7 +149,7 @@ def submit_jobs(
 ) -> tuple[str, list[int]]:
     """Store a whole batch in one transaction; returns (batch id, job ids in input order)."""
     now = now or utcnow()
-    rows = validate_batch(items, snapshot(session), now, prefix=prefix)
+    rows = [values.as_row() for values in validate_batch(items, snapshot(session), now, prefix=prefix)]
     batch_id = uuid.uuid4().hex
     for row in rows:
         row.update(tenant_id=principal.tenant_id, batch_id=batch_id, state=JobState.PENDING,

@@ -26,7 +26,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
@@ -42,7 +41,6 @@ from app.models import (
     Region,
     UnplannedJob,
 )
-from app.services import jobs as job_service
 from app.services.assignments import (
     held_intervals,
     per_slot_use,
@@ -53,6 +51,7 @@ from app.services.assignments import (
 from app.services.audit import last_entry
 from app.services.fleet import FleetSnapshot, lowest_budget_kw, snapshot
 from app.services.job_states import set_state
+from app.services.job_values import JobValues, minutes_to_slots
 from app.services.series import hourly_series
 from optimizer import (
     SOLVERS,
@@ -141,36 +140,30 @@ def _series(session: Session, zone: str, kind: SeriesKind, slots: list[datetime]
     return out
 
 
-def to_opt_job(fields: dict[str, Any], job_id: str, fleet: FleetSnapshot, start: datetime, slot_minutes: int) -> OptJob:
-    """Optimizer job from a job row's fields (as stored or as submitted)."""
-    cls = str(fields.get("workload_class") or "training")
-    durations = {hw: max(1, math.ceil(m / slot_minutes - 1e-9)) for hw, m in job_service.durations_for(fields, fleet).items()}
-    power = {hw: fleet.power_w(hw, cls) / 1000.0 for hw in durations}
-    regions = list(fields.get("allowed_regions") or fleet.regions)
-    tag = fields.get("residency_tag")
-    if tag:
-        regions = [r for r in regions if tag in fleet.regions[r].residency_tags]
-    ref = fields.get("reference_hardware")
+def to_opt_job(job: JobValues, job_id: str, fleet: FleetSnapshot, start: datetime, slot_minutes: int) -> OptJob:
+    """Optimizer job from a job's values, its times as slots from ``start``."""
+    durations = {hw: max(1, minutes_to_slots(m, slot_minutes)) for hw, m in job.minutes_on(fleet).items()}
+    power = {hw: fleet.power_w(hw, job.workload_class.value) / 1000.0 for hw in durations}
+    regions = list(job.allowed_regions or fleet.regions)
+    if job.residency_tag:
+        regions = [r for r in regions if job.residency_tag in fleet.regions[r].residency_tags]
+    ref = job.reference_hardware
     return OptJob(
-        job_id=job_id, gpus=int(fields["gpu_count"]), duration_slots=durations,
-        release_slot=max(0, slot_index(start, slot_minutes, fields["release_at"], up=True)),
-        deadline_slot=slot_index(start, slot_minutes, fields["deadline_at"], up=False),
-        power_kw_per_gpu=power, memory_gb_per_gpu=float(fields.get("memory_gb_per_gpu") or 0.0),
-        allowed_regions=tuple(regions), allowed_hardware=tuple(fields["allowed_hardware"]) if fields.get("allowed_hardware") else None,
-        home_region=fields.get("home_region"), preferred_hardware=ref if ref in durations else None,
-        priority=max(0, int(fields.get("priority") or 0)) + 1, interruptible=bool(fields.get("interruptible")),
-        min_chunk_slots=max(1, math.ceil((fields.get("min_chunk_minutes") or slot_minutes) / slot_minutes - 1e-9)),
-        checkpoint_overhead_slots=math.ceil((fields.get("checkpoint_overhead_minutes") or 0) / slot_minutes - 1e-9),
+        job_id=job_id, gpus=job.gpu_count, duration_slots=durations,
+        release_slot=max(0, slot_index(start, slot_minutes, job.release_at, up=True)),
+        deadline_slot=slot_index(start, slot_minutes, job.deadline_at, up=False),
+        power_kw_per_gpu=power, memory_gb_per_gpu=float(job.memory_gb_per_gpu),
+        allowed_regions=tuple(regions), allowed_hardware=tuple(job.allowed_hardware) if job.allowed_hardware else None,
+        home_region=job.home_region, preferred_hardware=ref if ref in durations else None,
+        priority=max(0, job.priority) + 1, interruptible=job.interruptible,
+        min_chunk_slots=max(1, minutes_to_slots(job.min_chunk_minutes, slot_minutes)),
+        checkpoint_overhead_slots=minutes_to_slots(job.checkpoint_overhead_minutes, slot_minutes),
     )
 
 
-def _fields(job: Job) -> dict[str, Any]:
-    return {k: getattr(job, k) for k in job_service.JOB_COLUMNS}
-
-
 def build_problem(session: Session, settings: Settings, *, now: datetime, horizon_hours: int, objective: str,
-                  jobs: Sequence[tuple[str, dict[str, Any]]]) -> tuple[OptProblem, FleetSnapshot]:
-    """The Problem for ``jobs`` (``(job_id, fields)``) over the fleet, with held capacity taken off."""
+                  jobs: Sequence[tuple[str, JobValues]]) -> tuple[OptProblem, FleetSnapshot]:
+    """The Problem for ``jobs`` (``(job_id, values)``) over the fleet, with held capacity taken off."""
     sm = settings.slot_minutes
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=now.minute % sm if sm <= 60 else 0)
     n = max(1, math.ceil(horizon_hours * 60 / sm))
@@ -205,7 +198,7 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
             dict(info.inventory), pue=reg.pue, base_load_kw=tuple(held_kw[reg.code]) if reg.code in held_kw else None,
             inventory_per_slot=per_slot, currency=reg.currency,
         ))
-    opt_jobs = tuple(to_opt_job(f, jid, fleet, start, sm) for jid, f in jobs)
+    opt_jobs = tuple(to_opt_job(values, jid, fleet, start, sm) for jid, values in jobs)
     problem = OptProblem(start, sm, n, tuple(regions), hardware, opt_jobs, objective=objective_of(settings, objective),
                          currency=settings.reporting_currency, fx_rates=fx)
     return problem, fleet
@@ -242,7 +235,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     audit_seen = last_entry(session)  # before the fleet is read: a fleet change after it re-plans (replan.fleet_changed)
     open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
     problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
-                               jobs=[(str(j.id), _fields(j)) for j in open_jobs])
+                               jobs=[(str(j.id), JobValues.from_row(j)) for j in open_jobs])
     plan = get_solver("gridshift")(problem, _params(settings, trigger))
     report = check_plan(problem, plan)
     run_now = SOLVERS["run_now"](problem, _params(settings))
@@ -347,23 +340,23 @@ def _figures(problem: OptProblem, plan: OptPlan) -> Figures | None:
 PREVIEW_MAX_HOURS = 14 * 24
 
 
-def preview_job(session: Session, settings: Settings, job_fields: dict[str, Any], now: datetime) -> Preview:
+def preview_job(session: Session, settings: Settings, job: JobValues, now: datetime) -> Preview:
     """Where and when a proposed job would run next to the current plan, against running it now; stores nothing.
 
     Capacity used by jobs in the current plan (planned or already running) is taken off first, so the
     preview fits around the existing work.
     """
-    to_deadline = math.ceil((job_fields["deadline_at"] - now).total_seconds() / 3600.0)
+    to_deadline = math.ceil((job.deadline_at - now).total_seconds() / 3600.0)
     horizon = min(PREVIEW_MAX_HOURS, max(settings.horizon_hours, to_deadline))
     problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon, objective=settings.objective,
-                               jobs=[("preview", job_fields)])
+                               jobs=[("preview", job)])
     problem = _reserve_planned(session, problem)
     plan = get_solver("gridshift")(problem, SolveParams(time_limit_s=min(2.0, settings.plan_time_limit_s)))
     run_now = SOLVERS["run_now"](problem, None)
     planned, counter = _figures(problem, plan), _figures(problem, run_now)
     reason = None if planned is not None else str(plan.unplanned[0].reason) if plan.unplanned else "not planned"
     notes = []
-    if counter is not None and counter.end_at > job_fields["deadline_at"]:
+    if counter is not None and counter.end_at > job.deadline_at:
         notes.append("running now would queue past the deadline")
     if to_deadline > horizon:
         notes.append(f"previewed over the next {horizon // 24} days only; the plan uses the whole window")
