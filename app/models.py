@@ -320,6 +320,8 @@ class Run(Base):
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     assignment_id: Mapped[int | None] = mapped_column(ForeignKey("assignments.id", ondelete="SET NULL"))
     cluster_id: Mapped[int | None] = mapped_column(ForeignKey("clusters.id", ondelete="SET NULL"))
+    # the hardware the run was placed on; kept when its plan's assignment is pruned (migration 0004)
+    hardware_type_id: Mapped[int | None] = mapped_column(ForeignKey("hardware_types.id", ondelete="SET NULL"))
     attempt: Mapped[int] = mapped_column(Integer, default=1)
     chunk_index: Mapped[int | None] = mapped_column(Integer)  # which chunk of a chunked assignment (from 0)
     run_key: Mapped[str] = mapped_column(String(64), unique=True)
@@ -341,6 +343,12 @@ class Run(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     job: Mapped[Job] = relationship()
     cluster: Mapped[Cluster | None] = relationship()
+    hardware_type: Mapped[HardwareType | None] = relationship()
+
+    @property
+    def hardware_code(self) -> str | None:
+        """Code of the hardware the run was placed on, or None for a run stored without it."""
+        return self.hardware_type.code if self.hardware_type is not None else None
 
 
 class JobProfile(Base):

@@ -39,7 +39,10 @@ from app.config import Settings
 from app.db import make_engine, make_session_factory
 from app.enums import TERMINAL_RUN_STATES, JobState, PlanStatus
 from app.models import Assignment, HardwareType, Job, Plan, Region, Run
-from app.services import auth, dispatch, dispatch_sync, fleet
+from app.services import auth, fleet
+from app.services.dispatch import claim as dispatch_claim
+from app.services.dispatch import submit as dispatch_submit
+from app.services.dispatch import sync as dispatch_sync
 from bench.dispatch_env import temp_base
 
 
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             start = datetime.now(UTC) + timedelta(seconds=args.lead_s)
             seed(session, clusters["gs-bench"].connector_config(args.mode), args.jobs, start, args.spread_s)
         with sessions() as session:
-            claimed = dispatch.tick(session, settings, now=datetime.now(UTC), worker="bench-tick").claimed
+            claimed = dispatch_claim.tick(session, settings, now=datetime.now(UTC), worker="bench-tick").claimed
         assert len(claimed) == args.jobs, f"claimed {len(claimed)} of {args.jobs}"
 
         local = threading.local()
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if not hasattr(local, "session"):
                 local.session = sessions()
             t0 = time.perf_counter()
-            out = dispatch.submit_run(local.session, settings, run_id, now=datetime.now(UTC),
+            out = dispatch_submit.submit_run(local.session, settings, run_id, now=datetime.now(UTC),
                                       worker=f"bench-{threading.get_ident()}", fresh=True)  # fmt: skip
             latencies.append(time.perf_counter() - t0)
             return out.state

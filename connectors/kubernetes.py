@@ -26,7 +26,6 @@ from connectors.base import (
     estimate_energy,
     vendor_of,
 )
-from connectors.registry import register
 
 __all__ = ["RESOURCE_NAMES", "KubernetesConnector", "build_job"]
 
@@ -88,7 +87,6 @@ def build_job(spec: JobSpec, *, namespace: str, image: str, resource_name: str, 
     }
 
 
-@register
 class KubernetesConnector:
     """Jobs on a Kubernetes cluster (optionally through Kueue)."""
 

@@ -32,7 +32,6 @@ from connectors.base import (
     estimate_energy,
     vendor_of,
 )
-from connectors.registry import register
 
 __all__ = ["LocalConnector", "detect_nvidia_gpus"]
 
@@ -68,7 +67,6 @@ def detect_nvidia_gpus() -> dict[str, list[int]]:
     return found
 
 
-@register
 class LocalConnector:
     """Runs jobs as local processes (the embedded default's runtime)."""
 

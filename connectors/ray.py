@@ -25,7 +25,6 @@ from connectors.base import (
     RuntimeState,
     estimate_energy,
 )
-from connectors.registry import register
 
 __all__ = ["RayConnector"]
 
@@ -55,7 +54,6 @@ def _client_class(timeout_s: float):
     return _TimedClient
 
 
-@register
 class RayConnector:
     """Jobs on a Ray cluster, addressed by its dashboard (Job Submission) URL."""
 

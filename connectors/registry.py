@@ -1,6 +1,9 @@
-"""Registry of connector kinds: ``register`` a class, build one with ``get_connector(kind, config)``.
+"""Registry of connector kinds: ``register(cls)`` a class, build one with ``get_connector(kind, config)``.
 
-A kind whose optional SDK is missing stays known (so an error can say what to install) but cannot be built.
+One way in: the built-in connectors are listed in :data:`BUILTINS` and registered here on first use, and any other
+connector is added by calling :func:`register` with its class (it also works as a class decorator). Importing a
+connector module registers nothing. A kind whose optional SDK is missing stays known (so an error can say what to
+install) but cannot be built: its ``enabled()`` says so.
 """
 
 from __future__ import annotations
@@ -147,19 +150,28 @@ def _check_object(schema: Mapping[str, Any], value: Mapping[str, Any], path: str
     return out
 
 
-_BUILTINS = ("local", "slurm", "ray", "kubernetes")
+#: The built-in connectors, kind -> ``module:Class``; none imports its SDK at import time.
+BUILTINS: dict[str, str] = {
+    "local": "connectors.local:LocalConnector",
+    "slurm": "connectors.slurm:SlurmConnector",
+    "ray": "connectors.ray:RayConnector",
+    "kubernetes": "connectors.kubernetes:KubernetesConnector",
+}
 _loaded = False
 
 
 def _load_builtins() -> None:
-    """Import the built-in connector modules (each registers itself; none imports its SDK at import time)."""
+    """Register the built-in connectors (once)."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    for name in _BUILTINS:
+    for target in BUILTINS.values():
+        module_name, class_name = target.split(":")
         try:
-            importlib.import_module(f"connectors.{name}")
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:  # a built-in module not shipped in this build
-            if exc.name != f"connectors.{name}":
+            if exc.name != module_name:
                 raise
+            continue
+        register(getattr(module, class_name))

@@ -26,7 +26,6 @@ from connectors.base import (
     RuntimeState,
     estimate_energy,
 )
-from connectors.registry import register
 
 __all__ = ["SlurmConnector", "map_state", "parse_gres"]
 
@@ -76,7 +75,6 @@ def _parse_comment(comment: str | None) -> dict[str, str]:
     return {"run_key": parts[0], **fields}
 
 
-@register
 class SlurmConnector:
     """Jobs on one Slurm cluster; GRES types map to our hardware type codes through ``gres_types``."""
 

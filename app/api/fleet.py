@@ -10,14 +10,11 @@ from typing import Any
 from flask import Response, jsonify
 from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError, fields, validate
-from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
 
 from app import extensions
 from app.api.access import operator
 from app.api.schemas import CODE, Aware, Text
 from app.errors import FieldError, ValidationFailed
-from app.models import Cluster, HardwareType, Inventory, PowerBudgetOverride, Region
 from app.services import audit, fleet
 
 blp = Blueprint("fleet", __name__, url_prefix="/api/v1", description="Regions, hardware, inventory, clusters")
@@ -110,62 +107,17 @@ def _path(value: str, name: str, check: validate.Validator = CODE) -> str:
     return value
 
 
-def _region(code: str) -> Region:
-    db = extensions.db_session()
-    fleet.get_region(db, code)
-    return db.scalars(
-        select(Region).where(Region.code == code).options(
-            selectinload(Region.overrides), selectinload(Region.inventory).selectinload(Inventory.hardware_type)
-        )
-    ).one()
-
-
-def regions_json(db: Session) -> list[dict[str, Any]]:
-    """``RegionOut(many=True).dump(...)`` of every region, read with three plain queries and built directly.
-
-    The region list is read by every dashboard page and by clients before they submit; through the ORM's
-    relationship loaders and marshmallow it cost about 4 ms of CPU per request, this about a third of it.
-    tests/app/test_fleet_api.py checks that both give the same document.
-    """
-    r, o, i = Region, PowerBudgetOverride, Inventory
-    overrides: dict[int, list[dict[str, Any]]] = {}
-    for row in db.execute(select(o.region_id, o.id, o.start_at, o.end_at, o.power_kw, o.reason).order_by(o.start_at)):
-        overrides.setdefault(row.region_id, []).append({
-            "id": row.id, "start_at": row.start_at.isoformat(), "end_at": row.end_at.isoformat(),
-            "power_kw": float(row.power_kw), "reason": row.reason,
-        })
-    inventory: dict[int, list[dict[str, Any]]] = {}
-    for inv in db.execute(
-        select(i.region_id, HardwareType.code, i.gpu_count).join(HardwareType, HardwareType.id == i.hardware_type_id)
-        .order_by(i.id)
-    ):
-        inventory.setdefault(inv.region_id, []).append({"hardware": inv.code, "gpu_count": inv.gpu_count})
-    rows = db.execute(
-        select(r.id, r.name, r.zone, r.timezone, r.currency, r.pue, r.power_budget_kw, r.residency_tags, r.code)
-        .order_by(r.code)
-    )
-    return [
-        {
-            "name": row.name, "zone": row.zone, "timezone": row.timezone, "currency": row.currency,
-            "pue": float(row.pue), "power_budget_kw": float(row.power_budget_kw),
-            "residency_tags": [str(t) for t in row.residency_tags or []], "code": row.code,
-            "overrides": overrides.get(row.id, []), "inventory": inventory.get(row.id, []),
-        }
-        for row in rows
-    ]
-
-
 @blp.route("/regions")
 @blp.response(200, RegionOut(many=True))
 def list_regions() -> Response:
     """Every region with its power-budget overrides and inventory."""
-    return jsonify(regions_json(extensions.db_session()))
+    return jsonify(fleet.regions_json(extensions.db_session()))
 
 
 @blp.route("/regions/<code>")
 @blp.response(200, RegionOut)
 def get_region(code: str) -> Any:
-    return _region(code)
+    return fleet.region_details(extensions.db_session(), code)
 
 
 @blp.route("/regions/<code>", methods=["PUT"])
@@ -180,7 +132,7 @@ def put_region(data: dict[str, Any], code: str) -> Any:
     fleet.upsert_region(db, code, data, currencies={cfg.reporting_currency, *cfg.exchange_rates})
     audit.record(db, p, "region.put", "region", code, **{k: str(v) for k, v in data.items()})
     db.commit()
-    return _region(code)
+    return fleet.region_details(extensions.db_session(), code)
 
 
 @blp.route("/regions/<code>/overrides", methods=["POST"])
@@ -200,7 +152,7 @@ def add_override(data: dict[str, Any], code: str) -> Any:
 @blp.route("/hardware")
 @blp.response(200, HardwareOut(many=True))
 def list_hardware() -> Any:
-    return extensions.db_session().scalars(select(HardwareType).order_by(HardwareType.code))
+    return fleet.list_hardware(extensions.db_session())
 
 
 @blp.route("/hardware/<code>")
@@ -240,7 +192,7 @@ def put_inventory(data: dict[str, Any], code: str, hw: str) -> Any:
 @blp.response(200, ClusterOut(many=True))
 def list_clusters() -> Any:
     operator()
-    return extensions.db_session().scalars(select(Cluster).order_by(Cluster.name))
+    return fleet.list_clusters(extensions.db_session())
 
 
 @blp.route("/clusters/<name>", methods=["PUT"])

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from flask_smorest import Blueprint
-from sqlalchemy import text
 
 from app import extensions
+from app.services import health as health_service
 
 blp = Blueprint("health", __name__, url_prefix="/api/v1/health", description="Service health")
 
@@ -15,6 +15,4 @@ blp = Blueprint("health", __name__, url_prefix="/api/v1/health", description="Se
 @blp.response(200)
 def health() -> dict[str, object]:
     """Database reachable and migrated."""
-    db = extensions.db_session()
-    revision = db.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    return {"status": "ok", "database": db.bind.dialect.name if db.bind else "?", "schema_revision": revision}
+    return {"status": "ok", **health_service.database_status(extensions.db_session())}

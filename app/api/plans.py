@@ -11,19 +11,15 @@ from typing import Any
 
 from flask_smorest import Blueprint
 from marshmallow import EXCLUDE, Schema, fields, validate
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, selectinload
 
 from app import extensions
 from app.api import principal
 from app.api.access import operator, writer
 from app.api.schemas import JobIn, Text
 from app.db import utcnow
-from app.errors import NotFound, ServiceError
-from app.models import Assignment, Job, Plan, Region, UnplannedJob
+from app.errors import ServiceError
 from app.services import audit, jobs, plan_history
 from app.services import replan as replan_service
-from app.services.auth import Principal
 from app.services.fleet import snapshot
 
 blp = Blueprint("plans", __name__, url_prefix="/api/v1/plans", description="Plans, previews and re-planning")
@@ -147,51 +143,6 @@ class PreviewOut(Schema):
     note = fields.String(allow_none=True)
 
 
-def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
-    """The plan as the caller may see it."""
-    everyone = p.is_fleet_admin
-    q = (
-        select(Assignment, Job.name, Job.gpu_count)
-        .join(Job, Job.id == Assignment.job_id)
-        .where(Assignment.plan_id == plan.id)
-        .options(selectinload(Assignment.region), selectinload(Assignment.hardware_type))
-        .order_by(Assignment.start_at, Assignment.id)
-    )
-    uq = (select(UnplannedJob, Job.name).join(Job, Job.id == UnplannedJob.job_id)
-          .where(UnplannedJob.plan_id == plan.id).order_by(UnplannedJob.job_id))
-    if not everyone:
-        q = q.where(Job.tenant_id == p.tenant_id)
-        uq = uq.where(Job.tenant_id == p.tenant_id)
-    assignments = [
-        {"job_id": a.job_id, "job_name": name, "region": a.region.code, "hardware": a.hardware_type.code,
-         "gpu_count": gpus, "start_at": a.start_at, "end_at": a.end_at, "chunks": a.chunks,
-         "energy_kwh": a.energy_kwh, "cost": a.cost, "currency": a.currency, "carbon_kg": a.carbon_kg,
-         "run_now_energy_kwh": a.run_now_energy_kwh, "run_now_cost": a.run_now_cost,
-         "run_now_carbon_kg": a.run_now_carbon_kg}
-        for a, name, gpus in session.execute(q)
-    ]
-    unplanned = [{"job_id": u.job_id, "job_name": name, "reason": u.reason, "detail": u.detail}
-                 for u, name in session.execute(uq)]
-    totals = [] if not everyone else [
-        {"region": code, "jobs": n, "energy_kwh": e or 0.0, "cost": c or 0.0, "carbon_kg": k or 0.0}
-        for code, n, e, c, k in session.execute(
-            select(Region.code, func.count(Assignment.id), func.sum(Assignment.energy_kwh), func.sum(Assignment.cost),
-                   func.sum(Assignment.carbon_kg))
-            .join(Region, Region.id == Assignment.region_id)
-            .where(Assignment.plan_id == plan.id).group_by(Region.code).order_by(Region.code)
-        )
-    ]
-    return {**plan_history.head(plan, fleet=everyone), "assignments": assignments, "unplanned": unplanned,
-            "region_totals": totals}
-
-
-def current_plan(session: Session) -> Plan:
-    plan = session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
-    if plan is None:
-        raise NotFound("current plan")
-    return plan
-
-
 def _planning() -> Any:
     try:
         from app.services import planning
@@ -205,7 +156,7 @@ def _planning() -> Any:
 def get_current() -> Any:
     """The current plan: the caller's assignments (all of them for an operator admin) and per-region totals."""
     session = extensions.db_session()
-    return plan_view(session, principal(), current_plan(session))
+    return plan_history.plan_view(session, principal(), plan_history.current_plan(session))
 
 
 @blp.route("", methods=["GET"])
@@ -224,7 +175,7 @@ def list_plans(q: dict[str, Any]) -> Any:
 def get_plan(plan_id: int) -> Any:
     """One plan by id, as ``/current`` shows the current one (the caller's assignments; all for an operator admin)."""
     session = extensions.db_session()
-    return plan_view(session, principal(), plan_history.get_plan(session, plan_id))
+    return plan_history.plan_view(session, principal(), plan_history.get_plan(session, plan_id))
 
 
 @blp.route("", methods=["POST"])
@@ -238,7 +189,7 @@ def replan() -> Any:
     record = replan_service.replan(session, settings, "manual")
     audit.record(session, p, "plan.replan", "plan", record.plan_id, trigger="manual")
     session.commit()
-    return plan_view(session, p, plan_history.get_plan(session, record.plan_id))  # the new plan, even a failed one
+    return plan_history.plan_view(session, p, plan_history.get_plan(session, record.plan_id))  # the new plan, even a failed one
 
 
 @blp.route("/preview", methods=["POST"])
@@ -249,9 +200,8 @@ def preview(data: dict[str, Any]) -> Any:
     writer()
     session = extensions.db_session()
     now = utcnow()
-    rows = jobs.validate_batch([data], snapshot(session), now, prefix="")  # same checks and errors as submit
-    fields_ = rows[0]
-    result = _planning().preview_job(session, extensions.settings(), fields_, now)
+    (job,) = jobs.validate_batch([data], snapshot(session), now, prefix="")  # same checks and errors as submit
+    result = _planning().preview_job(session, extensions.settings(), job, now)
     session.rollback()  # a preview never writes
     return _preview_body(result)
 

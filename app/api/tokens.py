@@ -7,7 +7,6 @@ from typing import Any
 
 from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
-from sqlalchemy import select
 
 from app import extensions
 from app.api import principal
@@ -15,7 +14,6 @@ from app.api.access import operator
 from app.api.schemas import Text
 from app.enums import Role
 from app.errors import Forbidden
-from app.models import ApiToken
 from app.services import audit, auth
 
 blp = Blueprint("tokens", __name__, url_prefix="/api/v1", description="Tenants and API tokens")
@@ -74,8 +72,7 @@ def me() -> Any:
 @blp.response(200, TokenOut(many=True))
 def list_tokens() -> Any:
     p = _admin()
-    return extensions.db_session().scalars(
-        select(ApiToken).where(ApiToken.tenant_id == p.tenant_id).order_by(ApiToken.id))
+    return auth.list_tokens(extensions.db_session(), p.tenant_id)
 
 
 @blp.route("/tokens", methods=["POST"])

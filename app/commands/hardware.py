@@ -109,7 +109,7 @@ def profile(workload_class: str, hardware: str, steps_per_s: float | None, power
             else:
                 if not job_command:
                     raise click.UsageError("--cluster needs --command")
-                from app.services.dispatch import connector_for
+                from app.services.dispatch.submit import connector_for
                 from connectors.base import JobSpec
 
                 c = s.scalar(select(Cluster).where(Cluster.name == cluster))

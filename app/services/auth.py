@@ -96,6 +96,11 @@ def issue_token(
     return row, plaintext
 
 
+def list_tokens(session: Session, tenant_id: int) -> list[ApiToken]:
+    """A tenant's tokens, oldest first."""
+    return list(session.scalars(select(ApiToken).where(ApiToken.tenant_id == tenant_id).order_by(ApiToken.id)))
+
+
 def revoke_token(session: Session, tenant_id: int, token_id: int) -> ApiToken:
     row = session.get(ApiToken, token_id)
     if row is None or row.tenant_id != tenant_id:

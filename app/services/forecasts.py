@@ -34,6 +34,7 @@ from app.db import utcnow
 from app.enums import ForecastRunStatus, SeriesKind
 from app.errors import FieldError, ValidationFailed
 from app.models import ForecastPoint, ForecastRun, MarketSeries, ModelSelection
+from app.services.series import hourly_series
 from forecasting.errors import ForecastInputError
 from forecasting.frame import regularize_hourly
 from forecasting.models import get_model
@@ -93,16 +94,11 @@ def select_model(session: Session, zone: str, kind: SeriesKind, model: str, metr
 
 
 def _series(session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime) -> pd.Series:
-    rows = session.execute(
-        select(MarketSeries.ts, MarketSeries.value)
-        .where(MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start, MarketSeries.ts < end)
-        .order_by(MarketSeries.ts, MarketSeries.id)
-    ).all()
-    if not rows:
+    points = hourly_series(session, zone, kind, start, end)  # one value per hour, published ones first
+    if not points:
         return pd.Series(dtype=float, name=kind.value)
-    ts = pd.DatetimeIndex([r[0] for r in rows]).tz_convert("UTC")
-    s = pd.Series([r[1] for r in rows], index=ts, dtype=float, name=kind.value)
-    return s[~s.index.duplicated(keep="last")]  # several sources: the latest import wins
+    ts = pd.DatetimeIndex([p.ts for p in points]).tz_convert("UTC")
+    return pd.Series([p.value for p in points], index=ts, dtype=float, name=kind.value)
 
 
 def _covers(series: pd.Series, target: pd.Series) -> int | None:

@@ -2,35 +2,29 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-import math
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, literal, select, text, update
+from sqlalchemy import insert, literal, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload
-from sqlalchemy.orm.attributes import set_committed_value
 
 from app.db import is_postgresql, utcnow
-from app.enums import TERMINAL_JOB_STATES, JobState, WorkloadClass
+from app.enums import TERMINAL_JOB_STATES, JobState
 from app.errors import Conflict, FieldError, NotFound, ValidationFailed
-from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Plan, Region, Run
+from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Region, Run
 from app.services import audit
+from app.services.assignments import current_plan_id
 from app.services.auth import Principal
-from app.services.fleet import REFERENCE_HARDWARE, FleetSnapshot, snapshot
-
-JOB_COLUMNS = (
-    "name", "workload_class", "gpu_count", "reference_gpu_hours", "reference_hardware", "durations_minutes",
-    "memory_gb_per_gpu", "allowed_regions", "residency_tag", "allowed_hardware", "home_region", "release_at",
-    "deadline_at", "priority", "interruptible", "checkpoint_overhead_minutes", "min_chunk_minutes", "command",
-    "image", "env",
-)
+from app.services.fleet import FleetSnapshot, snapshot
+from app.services.job_states import set_state
+from app.services.job_values import JobValues, minutes_on, normalise
+from app.services.pages import decode_cursor, encode_cursor
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,22 +33,6 @@ class Eligibility:
 
     regions: tuple[str, ...]
     durations_minutes: dict[str, int]  # hardware code -> duration
-
-
-def durations_for(fields: dict[str, Any], fleet: FleetSnapshot) -> dict[str, int]:
-    """Duration of the job on each hardware type it may use [minutes], rounded up."""
-    explicit = fields.get("durations_minutes")
-    if explicit:
-        return {hw: math.ceil(float(m)) for hw, m in explicit.items()}
-    ref = fields.get("reference_hardware") or REFERENCE_HARDWARE
-    cls = str(fields.get("workload_class") or WorkloadClass.TRAINING)
-    ref_thr = fleet.throughput(ref, cls)
-    gpu_hours = float(fields["reference_gpu_hours"])
-    out = {}
-    for hw in fleet.hardware:
-        thr = fleet.throughput(hw, cls)
-        out[hw] = math.ceil(gpu_hours / fields["gpu_count"] * ref_thr / thr * 60.0)
-    return out
 
 
 def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "") -> tuple[Eligibility | None, list[FieldError]]:
@@ -127,7 +105,7 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
     if not placeable:
         err("gpu_count", f"no allowed region has {gpus} GPUs of an allowed hardware type ({', '.join(sorted(fits))})")
         return None, errs
-    durations = {hw: d for hw, d in durations_for(fields, fleet).items() if hw in placeable}
+    durations = {hw: d for hw, d in minutes_on(fields, fleet).items() if hw in placeable}
     assert release is not None and deadline is not None  # checked above
     window = (deadline - release).total_seconds() / 60.0
     if min(durations.values()) > window:
@@ -145,35 +123,20 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
     return Eligibility(usable_regions, durations), []
 
 
-def _normalise(fields: dict[str, Any], now: datetime) -> dict[str, Any]:
-    row = {k: fields.get(k) for k in JOB_COLUMNS}
-    row["workload_class"] = WorkloadClass(row["workload_class"] or WorkloadClass.TRAINING)
-    row["release_at"] = row["release_at"] or now
-    row["priority"] = row["priority"] or 0
-    row["interruptible"] = bool(row["interruptible"])
-    row["checkpoint_overhead_minutes"] = row["checkpoint_overhead_minutes"] or 0
-    row["min_chunk_minutes"] = row["min_chunk_minutes"] or 60
-    row["memory_gb_per_gpu"] = row["memory_gb_per_gpu"] or 0.0
-    row["env"] = row["env"] or {}
-    if row["reference_gpu_hours"] is not None and not row["reference_hardware"]:
-        row["reference_hardware"] = REFERENCE_HARDWARE
-    return row
-
-
 def validate_batch(
     items: Sequence[dict[str, Any]], fleet: FleetSnapshot, now: datetime, *, prefix: str = "jobs"
-) -> list[dict[str, Any]]:
+) -> list[JobValues]:
     """Normalise and check every item; raises ValidationFailed listing every bad item's fields."""
     rows, errors = [], []
     for i, item in enumerate(items):
-        row = _normalise(item, now)
+        row = normalise(item, now)
         _elig, errs = check_job(row, fleet, prefix=f"{prefix}[{i}]." if prefix else "")
         errors.extend(errs)
         rows.append(row)
     if errors:
         bad = len({e.field.split(".")[0] for e in errors})
         raise ValidationFailed(f"{bad} of {len(items)} jobs are invalid; nothing was stored", errors)
-    return rows
+    return [JobValues.from_fields(row) for row in rows]
 
 
 def submit_jobs(
@@ -186,7 +149,7 @@ def submit_jobs(
 ) -> tuple[str, list[int]]:
     """Store a whole batch in one transaction; returns (batch id, job ids in input order)."""
     now = now or utcnow()
-    rows = validate_batch(items, snapshot(session), now, prefix=prefix)
+    rows = [values.as_row() for values in validate_batch(items, snapshot(session), now, prefix=prefix)]
     batch_id = uuid.uuid4().hex
     for row in rows:
         row.update(tenant_id=principal.tenant_id, batch_id=batch_id, state=JobState.PENDING,
@@ -260,51 +223,6 @@ def list_runs(session: Session, principal: Principal, job_id: int) -> list[Run]:
     ))
 
 
-def set_state(session: Session, job: Job, state: JobState, message: str = "", *, at: datetime | None = None) -> None:
-    job.state = state
-    job.state_reason = message or None
-    session.add(JobEvent(job_id=job.id, at=at or utcnow(), state=state.value, message=message))
-
-
-def reread_job(session: Session, job: Job, *, lock: bool = False) -> Job:
-    """``job`` as committed now, not as this session first read it: the API may have cancelled it meanwhile.
-
-    With ``lock`` on PostgreSQL the row stays locked until the caller commits, so a cancel arriving now waits
-    for this decision and is applied after it instead of being overwritten by it.
-    """
-    session.refresh(job, with_for_update=True if lock and is_postgresql(session) else None)
-    return job
-
-
-def move_job(
-    session: Session, job: Job, state: JobState, message: str, *, at: datetime,
-    only_from: Iterable[JobState] | None = None,
-) -> bool:  # fmt: skip
-    """Set a job's state, with a job event, unless it is finished (or not in ``only_from``); no commit.
-
-    A conditional UPDATE: a state the API committed after ``job`` was read (a cancel) is never overwritten.
-
-    Returns
-    -------
-    bool
-        True when the job moved.
-    """
-    allowed = [s for s in (JobState if only_from is None else only_from) if s not in TERMINAL_JOB_STATES]
-    won = session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.state.in_(allowed))
-        .values(state=state, state_reason=message or None)
-        .execution_options(synchronize_session=False)
-    )
-    if won.rowcount != 1:  # type: ignore[attr-defined]
-        session.expire(job, ["state", "state_reason"])
-        return False
-    set_committed_value(job, "state", state)
-    set_committed_value(job, "state_reason", message or None)
-    session.add(JobEvent(job_id=job.id, at=at, state=state.value, message=message))
-    return True
-
-
 def cancel_job(session: Session, principal: Principal, job_id: int) -> Job:
     job = get_job(session, principal, job_id)
     if job.state in TERMINAL_JOB_STATES:
@@ -324,28 +242,6 @@ class JobFilter:
     batch_id: str | None = None
 
 
-def encode_cursor(last_id: int, kind: str = "j") -> str:
-    """An opaque cursor after row ``last_id`` of a list (``kind``: j = jobs, p = plans)."""
-    return base64.urlsafe_b64encode(f"{kind}{last_id}".encode()).decode().rstrip("=")
-
-
-MAX_ID = 2**31 - 1  # ids are 32-bit integers in the database
-
-
-def decode_cursor(cursor: str, kind: str = "j") -> int:
-    """The row id in ``cursor``; anything this API could not have returned is a 422 naming the cursor."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not raw.startswith(kind):
-            raise ValueError
-        last_id = int(raw[len(kind):])
-        if not 1 <= last_id <= MAX_ID:  # a larger number overflows the database's integer
-            raise ValueError
-        return last_id
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationFailed("bad cursor", [FieldError("cursor", "not a cursor this API returned")]) from exc
-
-
 def list_jobs(
     session: Session, principal: Principal, flt: JobFilter, *, limit: int, cursor: str | None = None
 ) -> tuple[list[Job], str | None]:
@@ -360,7 +256,7 @@ def list_jobs(
     if flt.batch_id:
         q = q.where(Job.batch_id == flt.batch_id)
     if flt.region or flt.hardware:
-        sub = select(Assignment.job_id).join(Plan, Plan.id == Assignment.plan_id).where(Plan.is_current.is_(True))
+        sub = select(Assignment.job_id).where(Assignment.plan_id == current_plan_id(session))
         if flt.region:
             sub = sub.join(Region, Region.id == Assignment.region_id).where(Region.code == flt.region)
         if flt.hardware:

@@ -26,7 +26,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -35,6 +34,7 @@ from app.db import FIRST_YEAR, LAST_YEAR
 from app.enums import SERIES_UNITS, SeriesKind
 from app.errors import FieldError, ValidationFailed
 from app.models import MarketSeries
+from app.services.series import HourlyValue, hourly_series
 
 HARMONIZED_COLUMNS: dict[str, SeriesKind] = {
     "price_eur_mwh": SeriesKind.PRICE,
@@ -228,19 +228,14 @@ def store(session: Session, points: list[Point], *, chunk: int = 5000) -> int:
 
 def query(
     session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, *, limit: int = 10_000
-) -> list[MarketSeries]:
-    """Points of one series in [start, end), oldest first, at most ``limit``; one value per hour: the latest import.
-
-    The newest row of each hour is picked in the database before the limit applies, so that two sources of the same
-    hours do not halve the range returned.
+) -> list[HourlyValue]:
+    """Points of one series in [start, end), oldest first, at most ``limit``; one value per hour, chosen by
+    :func:`app.services.series.hourly_series` (a published value over an imported forecast, else the latest import).
     """
     if end <= start:
         raise ValidationFailed("bad range", [FieldError("to", "must be after from")])
-    in_range = (MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start, MarketSeries.ts < end)
-    newest = select(func.max(MarketSeries.id)).where(*in_range).group_by(MarketSeries.ts)
-    q = select(MarketSeries).where(MarketSeries.id.in_(newest)).order_by(MarketSeries.ts).limit(limit)
-    return list(session.scalars(q))
+    return hourly_series(session, zone, kind, start, end, limit=limit)
 
 
-def as_series(rows: list[MarketSeries]) -> dict[str, Any]:
+def as_series(rows: list[HourlyValue]) -> dict[str, Any]:
     return {"ts": [r.ts for r in rows], "value": [r.value for r in rows]}

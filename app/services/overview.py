@@ -4,7 +4,6 @@ against the power budget per hour, and GPUs in use per hardware type. Aggregates
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,12 +20,12 @@ from app.models import (
     HardwareType,
     Inventory,
     Job,
-    MarketSeries,
-    Plan,
     Region,
     Run,
 )
+from app.services.assignments import assignment_power_kw, current_plan_id, running_intervals, slots_of
 from app.services.fleet import lowest_budget_kw
+from app.services.series import hourly_series
 
 KINDS = (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY)
 
@@ -61,13 +60,6 @@ class RegionView:
     gpus: list[dict[str, Any]]  # [{hardware, inventory, in_use_now, peak_planned}]
 
 
-def running_intervals(a: Any) -> list[tuple[datetime, datetime]]:
-    """The intervals an assignment (or a row with its columns) runs in: its chunks, else [start, end)."""
-    if a.chunks:
-        return [(datetime.fromisoformat(s), datetime.fromisoformat(e)) for s, e in a.chunks]
-    return [(a.start_at, a.end_at)]
-
-
 def quantile_level(key: str) -> float | None:
     """A stored quantile's level in (0, 1) from its key: ``"0.1"``, ``"q10"`` or ``"p10"``; None if unreadable."""
     raw = key.strip().lower().lstrip("qp")
@@ -80,23 +72,9 @@ def quantile_level(key: str) -> float | None:
     return level if 0.0 < level < 1.0 else None
 
 
-def assignment_power_kw(a: Any) -> float:
-    """Mean facility power while running [kW] = planned energy / running hours."""
-    hours = sum((e - s).total_seconds() for s, e in running_intervals(a)) / 3600.0
-    return a.energy_kwh / hours if hours > 0 else 0.0
-
-
 def _series(session: Session, zone: str, kind: SeriesKind, start: datetime, now: datetime, end: datetime) -> SeriesView:
-    realised: dict[datetime, float] = {}
-    unit = ""
-    for row in session.scalars(
-        select(MarketSeries)
-        .where(MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start,
-               MarketSeries.ts <= now, MarketSeries.issued_at.is_(None))
-        .order_by(MarketSeries.ts, MarketSeries.id)
-    ):
-        realised[row.ts] = row.value
-        unit = row.unit
+    realised = [p for p in hourly_series(session, zone, kind, start, end) if p.published and p.ts <= now]
+    unit = realised[-1].unit if realised else ""
     fc: dict[datetime, tuple[float, float | None, float | None]] = {}
     model, issued = None, None
     rows = session.execute(
@@ -115,7 +93,7 @@ def _series(session: Session, zone: str, kind: SeriesKind, start: datetime, now:
         model, issued = run_model, run_issued
     ts = sorted(fc)
     return SeriesView(
-        kind=kind.value, unit=unit, realised_ts=list(realised), realised=list(realised.values()),
+        kind=kind.value, unit=unit, realised_ts=[p.ts for p in realised], realised=[p.value for p in realised],
         forecast_ts=ts, forecast=[fc[t][0] for t in ts], lower=[fc[t][1] for t in ts], upper=[fc[t][2] for t in ts],
         model=model, issued_at=issued,
     )
@@ -131,7 +109,7 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
                                selectinload(Region.inventory).selectinload(Inventory.hardware_type))
         .order_by(Region.code)
     ))
-    plan_id = session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
+    plan_id = current_plan_id(session)
     # The current plan's assignments of jobs still waiting to run and, whichever plan they came from, those that
     # active runs execute (a dispatched job is not in later plans); a job cancelled, finished or failed since holds
     # nothing. Plain rows, not objects: a plan may hold many thousand jobs.
@@ -157,9 +135,7 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
         for s, e in running_intervals(a):
             if s <= now < e:
                 in_use[(a.region_id, a.hardware)] += gpus
-            first = max(0, math.floor((s - start).total_seconds() / 3600.0))
-            last = min(len(slots), math.ceil((e - start).total_seconds() / 3600.0))
-            for i in range(first, last):  # only the hours the interval touches
+            for i in slots_of(s, e, start=start, slot_minutes=60, n_slots=len(slots)):  # the hours it touches
                 slot = slots[i]
                 overlap = (min(e, slot + timedelta(hours=1)) - max(s, slot)).total_seconds()
                 if overlap > 0:

@@ -19,17 +19,66 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, exists, func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session, aliased, selectinload
 
 from app.config import Settings
 from app.enums import PlanStatus
 from app.errors import NotFound
-from app.models import Assignment, Plan, Run, UnplannedJob
+from app.models import Assignment, Job, Plan, Region, Run, UnplannedJob
+from app.services.assignments import current_plan as marked_current_plan
 from app.services.auth import Principal
-from app.services.jobs import decode_cursor, encode_cursor
+from app.services.pages import decode_cursor, encode_cursor
 
 #: Most plans one clean-up call prunes; later calls (hourly) catch up on a backlog.
 PRUNE_BATCH = 200
+
+
+def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
+    """The plan as the caller may see it: a tenant its own jobs' assignments and unplanned entries; an operator admin
+    every assignment and the per-region totals (left out for tenants: even a count would tell one tenant about
+    another's work)."""
+    everyone = p.is_fleet_admin
+    q = (
+        select(Assignment, Job.name, Job.gpu_count)
+        .join(Job, Job.id == Assignment.job_id)
+        .where(Assignment.plan_id == plan.id)
+        .options(selectinload(Assignment.region), selectinload(Assignment.hardware_type))
+        .order_by(Assignment.start_at, Assignment.id)
+    )
+    uq = (select(UnplannedJob, Job.name).join(Job, Job.id == UnplannedJob.job_id)
+          .where(UnplannedJob.plan_id == plan.id).order_by(UnplannedJob.job_id))
+    if not everyone:
+        q = q.where(Job.tenant_id == p.tenant_id)
+        uq = uq.where(Job.tenant_id == p.tenant_id)
+    assignments = [
+        {"job_id": a.job_id, "job_name": name, "region": a.region.code, "hardware": a.hardware_type.code,
+         "gpu_count": gpus, "start_at": a.start_at, "end_at": a.end_at, "chunks": a.chunks,
+         "energy_kwh": a.energy_kwh, "cost": a.cost, "currency": a.currency, "carbon_kg": a.carbon_kg,
+         "run_now_energy_kwh": a.run_now_energy_kwh, "run_now_cost": a.run_now_cost,
+         "run_now_carbon_kg": a.run_now_carbon_kg}
+        for a, name, gpus in session.execute(q)
+    ]
+    unplanned = [{"job_id": u.job_id, "job_name": name, "reason": u.reason, "detail": u.detail}
+                 for u, name in session.execute(uq)]
+    totals = [] if not everyone else [
+        {"region": code, "jobs": n, "energy_kwh": e or 0.0, "cost": c or 0.0, "carbon_kg": k or 0.0}
+        for code, n, e, c, k in session.execute(
+            select(Region.code, func.count(Assignment.id), func.sum(Assignment.energy_kwh), func.sum(Assignment.cost),
+                   func.sum(Assignment.carbon_kg))
+            .join(Region, Region.id == Assignment.region_id)
+            .where(Assignment.plan_id == plan.id).group_by(Region.code).order_by(Region.code)
+        )
+    ]
+    return {**head(plan, fleet=everyone), "assignments": assignments, "unplanned": unplanned,
+            "region_totals": totals}
+
+
+def current_plan(session: Session) -> Plan:
+    """The current plan; NotFound before the first good one."""
+    plan = marked_current_plan(session)
+    if plan is None:
+        raise NotFound("current plan")
+    return plan
 
 
 def get_plan(session: Session, plan_id: int) -> Plan:

@@ -26,29 +26,33 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
 from app.config import Settings
-from app.enums import ForecastRunStatus, JobState, PlanStatus, SeriesKind
+from app.enums import JobState, PlanStatus, SeriesKind
 from app.errors import FieldError, ValidationFailed
 from app.models import (
     Assignment,
-    ForecastPoint,
-    ForecastRun,
     HardwareType,
     Job,
-    MarketSeries,
     Plan,
     Region,
     UnplannedJob,
 )
-from app.services import jobs as job_service
+from app.services.assignments import (
+    held_intervals,
+    per_slot_use,
+    planned_intervals,
+    slot_index,
+    slots_of,
+)
 from app.services.audit import last_entry
-from app.services.capacity import held_intervals
 from app.services.fleet import FleetSnapshot, lowest_budget_kw, snapshot
+from app.services.job_states import set_state
+from app.services.job_values import JobValues, minutes_to_slots
+from app.services.series import hourly_series
 from optimizer import (
     SOLVERS,
     Objective,
@@ -125,75 +129,41 @@ def objective_of(settings: Settings, objective: str) -> Objective:
 
 
 def _series(session: Session, zone: str, kind: SeriesKind, slots: list[datetime], end: datetime) -> list[float]:
-    """Value per slot start: the realised (published) point of the hour, else the latest succeeded forecast point
-    of the hour, else a published forecast in ``market_series``, else NaN.
-
-    A known value beats every forecast of it: once the day-ahead auction has published tomorrow's prices, the
-    forecast issued the day before still covers those hours, and the refresh after the auction starts after them.
-    """
-    start = slots[0]
-    hourly: dict[datetime, float] = {}
-    known: dict[datetime, float] = {}
-    for row in session.scalars(
-        select(MarketSeries)
-        .where(MarketSeries.zone == zone, MarketSeries.kind == kind, MarketSeries.ts >= start - timedelta(hours=1),
-               MarketSeries.ts < end)
-        .order_by(MarketSeries.ts, MarketSeries.id)
-    ):
-        (known if row.issued_at is None else hourly)[row.ts] = row.value
-    rows = session.execute(
-        select(ForecastPoint.ts, ForecastPoint.value)
-        .join(ForecastRun, ForecastRun.id == ForecastPoint.run_id)
-        .where(ForecastRun.zone == zone, ForecastRun.kind == kind, ForecastRun.status == ForecastRunStatus.SUCCEEDED,
-               ForecastPoint.ts >= start - timedelta(hours=1), ForecastPoint.ts < end)
-        .order_by(ForecastRun.issued_at, ForecastRun.id)
-    )
-    for ts, value in rows:  # later runs overwrite earlier ones
-        hourly[ts] = value
-    hourly.update(known)
+    """Value per slot start: the value of the slot's hour by :func:`app.services.series.hourly_series` (published, else
+    forecast-run point, else an imported forecast), else NaN."""
+    hourly = {p.ts: p.value for p in hourly_series(session, zone, kind, slots[0] - timedelta(hours=1), end,
+                                                   forecasts=True)}
     out = []
     for t in slots:
-        hour = t.replace(minute=0, second=0, microsecond=0)
-        v = hourly.get(hour)
+        v = hourly.get(t.replace(minute=0, second=0, microsecond=0))
         out.append(float(v) if v is not None else math.nan)
     return out
 
 
-def _slot(start: datetime, slot_minutes: int, at: datetime, *, up: bool) -> int:
-    minutes = (at - start).total_seconds() / 60.0
-    return math.ceil(minutes / slot_minutes - 1e-9) if up else math.floor(minutes / slot_minutes + 1e-9)
-
-
-def to_opt_job(fields: dict[str, Any], job_id: str, fleet: FleetSnapshot, start: datetime, slot_minutes: int) -> OptJob:
-    """Optimizer job from a job row's fields (as stored or as submitted)."""
-    cls = str(fields.get("workload_class") or "training")
-    durations = {hw: max(1, math.ceil(m / slot_minutes - 1e-9)) for hw, m in job_service.durations_for(fields, fleet).items()}
-    power = {hw: fleet.power_w(hw, cls) / 1000.0 for hw in durations}
-    regions = list(fields.get("allowed_regions") or fleet.regions)
-    tag = fields.get("residency_tag")
-    if tag:
-        regions = [r for r in regions if tag in fleet.regions[r].residency_tags]
-    ref = fields.get("reference_hardware")
+def to_opt_job(job: JobValues, job_id: str, fleet: FleetSnapshot, start: datetime, slot_minutes: int) -> OptJob:
+    """Optimizer job from a job's values, its times as slots from ``start``."""
+    durations = {hw: max(1, minutes_to_slots(m, slot_minutes)) for hw, m in job.minutes_on(fleet).items()}
+    power = {hw: fleet.power_w(hw, job.workload_class.value) / 1000.0 for hw in durations}
+    regions = list(job.allowed_regions or fleet.regions)
+    if job.residency_tag:
+        regions = [r for r in regions if job.residency_tag in fleet.regions[r].residency_tags]
+    ref = job.reference_hardware
     return OptJob(
-        job_id=job_id, gpus=int(fields["gpu_count"]), duration_slots=durations,
-        release_slot=max(0, _slot(start, slot_minutes, fields["release_at"], up=True)),
-        deadline_slot=_slot(start, slot_minutes, fields["deadline_at"], up=False),
-        power_kw_per_gpu=power, memory_gb_per_gpu=float(fields.get("memory_gb_per_gpu") or 0.0),
-        allowed_regions=tuple(regions), allowed_hardware=tuple(fields["allowed_hardware"]) if fields.get("allowed_hardware") else None,
-        home_region=fields.get("home_region"), preferred_hardware=ref if ref in durations else None,
-        priority=max(0, int(fields.get("priority") or 0)) + 1, interruptible=bool(fields.get("interruptible")),
-        min_chunk_slots=max(1, math.ceil((fields.get("min_chunk_minutes") or slot_minutes) / slot_minutes - 1e-9)),
-        checkpoint_overhead_slots=math.ceil((fields.get("checkpoint_overhead_minutes") or 0) / slot_minutes - 1e-9),
+        job_id=job_id, gpus=job.gpu_count, duration_slots=durations,
+        release_slot=max(0, slot_index(start, slot_minutes, job.release_at, up=True)),
+        deadline_slot=slot_index(start, slot_minutes, job.deadline_at, up=False),
+        power_kw_per_gpu=power, memory_gb_per_gpu=float(job.memory_gb_per_gpu),
+        allowed_regions=tuple(regions), allowed_hardware=tuple(job.allowed_hardware) if job.allowed_hardware else None,
+        home_region=job.home_region, preferred_hardware=ref if ref in durations else None,
+        priority=max(0, job.priority) + 1, interruptible=job.interruptible,
+        min_chunk_slots=max(1, minutes_to_slots(job.min_chunk_minutes, slot_minutes)),
+        checkpoint_overhead_slots=minutes_to_slots(job.checkpoint_overhead_minutes, slot_minutes),
     )
 
 
-def _fields(job: Job) -> dict[str, Any]:
-    return {k: getattr(job, k) for k in job_service.JOB_COLUMNS}
-
-
 def build_problem(session: Session, settings: Settings, *, now: datetime, horizon_hours: int, objective: str,
-                  jobs: Sequence[tuple[str, dict[str, Any]]]) -> tuple[OptProblem, FleetSnapshot]:
-    """The Problem for ``jobs`` (``(job_id, fields)``) over the fleet, with held capacity taken off."""
+                  jobs: Sequence[tuple[str, JobValues]]) -> tuple[OptProblem, FleetSnapshot]:
+    """The Problem for ``jobs`` (``(job_id, values)``) over the fleet, with held capacity taken off."""
     sm = settings.slot_minutes
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=now.minute % sm if sm <= 60 else 0)
     n = max(1, math.ceil(horizon_hours * 60 / sm))
@@ -202,24 +172,15 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
     fleet = snapshot(session)
     hw_rows = {h.code: h for h in session.scalars(select(HardwareType))}
     hardware = tuple(OptHardware(c, h.memory_gb, h.tdp_w / 1000.0, fleet.throughput(c, "default")) for c, h in hw_rows.items())
-    held_gpu: dict[tuple[str, str], list[int]] = {}
-    held_kw: dict[str, list[float]] = {}
-    for a, intervals in held_intervals(session, start + timedelta(minutes=sm)):
-        r, h, job = a.region.code, a.hardware_type.code, a.job
-        kw = job.gpu_count * fleet.power_w(h, job.workload_class.value) / 1000.0 * a.region.pue
-        gpu = held_gpu.setdefault((r, h), [0] * n)
-        power = held_kw.setdefault(r, [0.0] * n)
-        for first, last in intervals:
-            for k in range(max(0, _slot(start, sm, first, up=False)), min(n, _slot(start, sm, last, up=True))):
-                gpu[k] += job.gpu_count
-                power[k] += kw
+    held_gpu, held_kw = per_slot_use(held_intervals(session, start + timedelta(minutes=sm)), start=start,
+                                     slot_minutes=sm, n_slots=n)
     regions = []
     fx = settings.exchange_rates
     for reg in session.scalars(select(Region).options(selectinload(Region.overrides)).order_by(Region.code)):
         budget = [reg.power_budget_kw] * n
         touching: dict[int, list[tuple[datetime, datetime, float]]] = {}
         for o in reg.overrides:  # a slot's budget is the lowest in force at any moment of it
-            for k in range(max(0, _slot(start, sm, o.start_at, up=False)), min(n, _slot(start, sm, o.end_at, up=True))):
+            for k in slots_of(o.start_at, o.end_at, start=start, slot_minutes=sm, n_slots=n):
                 touching.setdefault(k, []).append((o.start_at, o.end_at, o.power_kw))
         for k, windows in touching.items():
             budget[k] = lowest_budget_kw(reg.power_budget_kw, windows, slots[k], slots[k] + timedelta(minutes=sm))
@@ -237,7 +198,7 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
             dict(info.inventory), pue=reg.pue, base_load_kw=tuple(held_kw[reg.code]) if reg.code in held_kw else None,
             inventory_per_slot=per_slot, currency=reg.currency,
         ))
-    opt_jobs = tuple(to_opt_job(f, jid, fleet, start, sm) for jid, f in jobs)
+    opt_jobs = tuple(to_opt_job(values, jid, fleet, start, sm) for jid, values in jobs)
     problem = OptProblem(start, sm, n, tuple(regions), hardware, opt_jobs, objective=objective_of(settings, objective),
                          currency=settings.reporting_currency, fx_rates=fx)
     return problem, fleet
@@ -274,7 +235,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     audit_seen = last_entry(session)  # before the fleet is read: a fleet change after it re-plans (replan.fleet_changed)
     open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
     problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
-                               jobs=[(str(j.id), _fields(j)) for j in open_jobs])
+                               jobs=[(str(j.id), JobValues.from_row(j)) for j in open_jobs])
     plan = get_solver("gridshift")(problem, _params(settings, trigger))
     report = check_plan(problem, plan)
     run_now = SOLVERS["run_now"](problem, _params(settings))
@@ -319,7 +280,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
             ))
             job = by_id[a.job_id]
             if job.state is not JobState.PLANNED:
-                job_service.set_state(session, job, JobState.PLANNED, f"plan {record.id}", at=now)
+                set_state(session, job, JobState.PLANNED, f"plan {record.id}", at=now)
             job.state_reason = None
             n_assigned += 1
         unplanned = plan.unplanned
@@ -337,9 +298,9 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
             u.reason is UnplannedReason.WINDOW_TOO_SHORT and job.deadline_at <= horizon_end)
         message = f"plan {record.id}: {u.reason}" + (f" ({u.detail})" if u.detail else "")
         if final:
-            job_service.set_state(session, job, JobState.UNSCHEDULABLE, message, at=now)
+            set_state(session, job, JobState.UNSCHEDULABLE, message, at=now)
         elif job.state is not JobState.PENDING:
-            job_service.set_state(session, job, JobState.PENDING, message, at=now)
+            set_state(session, job, JobState.PENDING, message, at=now)
         job.state_reason = message
     # the plan's head keeps its job counts after the retention clean-up deletes its rows (plan_history.prune)
     record.stats = {**stats, "currency": problem.currency, "jobs": {"assigned": n_assigned, "unplanned": n_unplanned},
@@ -379,23 +340,23 @@ def _figures(problem: OptProblem, plan: OptPlan) -> Figures | None:
 PREVIEW_MAX_HOURS = 14 * 24
 
 
-def preview_job(session: Session, settings: Settings, job_fields: dict[str, Any], now: datetime) -> Preview:
+def preview_job(session: Session, settings: Settings, job: JobValues, now: datetime) -> Preview:
     """Where and when a proposed job would run next to the current plan, against running it now; stores nothing.
 
     Capacity used by jobs in the current plan (planned or already running) is taken off first, so the
     preview fits around the existing work.
     """
-    to_deadline = math.ceil((job_fields["deadline_at"] - now).total_seconds() / 3600.0)
+    to_deadline = math.ceil((job.deadline_at - now).total_seconds() / 3600.0)
     horizon = min(PREVIEW_MAX_HOURS, max(settings.horizon_hours, to_deadline))
     problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon, objective=settings.objective,
-                               jobs=[("preview", job_fields)])
+                               jobs=[("preview", job)])
     problem = _reserve_planned(session, problem)
     plan = get_solver("gridshift")(problem, SolveParams(time_limit_s=min(2.0, settings.plan_time_limit_s)))
     run_now = SOLVERS["run_now"](problem, None)
     planned, counter = _figures(problem, plan), _figures(problem, run_now)
     reason = None if planned is not None else str(plan.unplanned[0].reason) if plan.unplanned else "not planned"
     notes = []
-    if counter is not None and counter.end_at > job_fields["deadline_at"]:
+    if counter is not None and counter.end_at > job.deadline_at:
         notes.append("running now would queue past the deadline")
     if to_deadline > horizon:
         notes.append(f"previewed over the next {horizon // 24} days only; the plan uses the whole window")
@@ -405,26 +366,11 @@ def preview_job(session: Session, settings: Settings, job_fields: dict[str, Any]
 
 def _reserve_planned(session: Session, problem: OptProblem) -> OptProblem:
     """Take the capacity of the current plan's planned jobs off the problem's regions."""
-    current = session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()))
-    if current is None:
+    planned = planned_intervals(session)
+    if not planned:
         return problem
     n, sm = problem.n_slots, problem.slot_minutes
-    regions = {r.name: r for r in problem.regions}
-    gpu: dict[tuple[str, str], list[int]] = {}
-    kw: dict[str, list[float]] = {}
-    for a in session.scalars(
-        select(Assignment).join(Job, Job.id == Assignment.job_id)
-        .where(Assignment.plan_id == current.id, Job.state == JobState.PLANNED)
-        .options(selectinload(Assignment.job), selectinload(Assignment.region), selectinload(Assignment.hardware_type))
-    ):
-        r, h = a.region.code, a.hardware_type.code
-        if r not in regions:
-            continue
-        power = a.energy_kwh / max(1e-9, (a.end_at - a.start_at).total_seconds() / 3600.0)
-        g, p = gpu.setdefault((r, h), [0] * n), kw.setdefault(r, [0.0] * n)
-        for k in range(max(0, _slot(problem.start, sm, a.start_at, up=False)), min(n, _slot(problem.start, sm, a.end_at, up=True))):
-            g[k] += a.job.gpu_count
-            p[k] += power
+    gpu, kw = per_slot_use(planned, start=problem.start, slot_minutes=sm, n_slots=n)
     new = []
     for reg in problem.regions:
         per_slot = dict(reg.inventory_per_slot)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import is_postgresql, utcnow
+from app.enums import JobState
+from app.models import Job
+from app.services.assignments import current_plan
+from app.services.audit import fleet_changed_since
 
 #: Key of the PostgreSQL transaction-level advisory lock held while a plan is computed and stored.
 PLAN_LOCK_KEY = 0x67726964  # "grid"
@@ -35,12 +39,7 @@ def fleet_changed(session: Session) -> bool:
     entries are written in the change's own transaction. Ids, not timestamps, so clocks of the web and worker hosts
     need not agree. A plan stored before that record counts as having seen none.
     """
-    from sqlalchemy import select
-
-    from app.models import Plan
-    from app.services.audit import fleet_changed_since
-
-    current = session.scalar(select(Plan).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
+    current = current_plan(session)
     if current is None:
         return False  # no plan yet: the first one sees the fleet as it is
     return fleet_changed_since(session, int((current.stats or {}).get("audit_seen", 0)))
@@ -48,15 +47,10 @@ def fleet_changed(session: Session) -> bool:
 
 def new_work_waiting(session: Session) -> bool:
     """True when a pending job arrived after the current plan was made (or there is no plan yet)."""
-    from sqlalchemy import select
-
-    from app.enums import JobState
-    from app.models import Job, Plan
-
-    current = session.scalar(select(Plan.created_at).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()))
+    current = current_plan(session)
     q = select(Job.id).where(Job.state == JobState.PENDING)
     if current is not None:
-        q = q.where(Job.created_at > current)
+        q = q.where(Job.created_at > current.created_at)
     return session.scalar(q.limit(1)) is not None
 
 

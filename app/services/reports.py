@@ -43,7 +43,8 @@ from sqlalchemy.orm import Session, selectinload
 from app.db import utcnow
 from app.enums import TERMINAL_JOB_STATES, JobState, RunState
 from app.errors import FieldError, NotFound, ValidationFailed
-from app.models import Assignment, Cluster, EnergyContract, Job, Plan, Region, Run, Tenant
+from app.models import Assignment, Cluster, EnergyContract, Job, Region, Run, Tenant
+from app.services.assignments import current_plan_id
 from app.services.auth import Principal
 
 METERED, PLANNED = "metered", "planned"
@@ -193,7 +194,7 @@ def _pick_assignments(session: Session, jobs: Sequence[Job], runs: Mapping[int, 
         select(Assignment.job_id, func.max(Assignment.id)).where(Assignment.job_id.in_(job_ids))
         .group_by(Assignment.job_id)
     ).all())  # assignment ids grow with each plan
-    current_plan = session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
+    current_plan = current_plan_id(session)
     current = {} if current_plan is None else dict(session.execute(
         select(Assignment.job_id, Assignment.id).where(Assignment.plan_id == current_plan,
                                                        Assignment.job_id.in_(job_ids))

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import shared_task
+from celery import current_app, shared_task
 
 from app.db import utcnow
 from app.extensions import db_session, settings
-from app.services import dispatch, dispatch_sync
+from app.services.dispatch import claim as dispatch_claim
+from app.services.dispatch import submit as dispatch_submit
+from app.services.dispatch import sync as dispatch_sync
+from app.tasks import REPLAN
 from connectors.base import ConnectorError
 
-#: Submit attempts after the first one before :func:`app.services.dispatch.give_up` [count].
+#: Submit attempts after the first one before :func:`app.services.dispatch.submit.give_up` [count].
 SUBMIT_MAX_RETRIES = 5
 
 
@@ -26,15 +29,14 @@ def retry_countdown_s(retries: int, visibility_timeout_s: float) -> float:
 
 
 def _request_replan(reason: str) -> None:
-    from app.tasks.planning import replan
-
-    replan.delay(trigger=reason)
+    """Send the re-plan task by its name (the planning tasks' module is not imported here)."""
+    current_app.signature(REPLAN, kwargs={"trigger": reason}).delay()
 
 
 @shared_task(name="gridshift.dispatch.tick", ignore_result=True)
 def tick() -> dict[str, Any]:
     """Claim due assignments and stale claims, then send one submit task per run."""
-    result = dispatch.tick(db_session(), settings(), now=utcnow(), worker=dispatch.worker_id())
+    result = dispatch_claim.tick(db_session(), settings(), now=utcnow(), worker=dispatch_submit.worker_id())
     for run_id in result.claimed:
         submit.delay(run_id, fresh=True)
     for run_id in result.recovered:
@@ -51,11 +53,11 @@ def submit(self: Any, run_id: int, fresh: bool = False) -> dict[str, Any]:
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     first = fresh and self.request.retries == 0 and not redelivered
     try:
-        outcome = dispatch.submit_run(session, cfg, run_id, now=utcnow(), worker=dispatch.worker_id(), fresh=first)
+        outcome = dispatch_submit.submit_run(session, cfg, run_id, now=utcnow(), worker=dispatch_submit.worker_id(), fresh=first)
     except ConnectorError as exc:
         if self.request.retries < self.max_retries:
             raise self.retry(countdown=retry_countdown_s(self.request.retries, cfg.visibility_timeout_s), exc=exc) from exc
-        outcome = dispatch.give_up(session, cfg, run_id, str(exc), now=utcnow())
+        outcome = dispatch_submit.give_up(session, cfg, run_id, str(exc), now=utcnow())
     if outcome.replan:
         _request_replan("dispatch-failure")
     return {"run_id": run_id, "state": outcome.state, "adopted": outcome.adopted}

@@ -9,7 +9,8 @@ from celery import shared_task
 
 from app.db import utcnow
 from app.extensions import db_session, settings
-from app.services import dispatch_maintenance, plan_history
+from app.services import plan_history
+from app.services.dispatch import maintenance as dispatch_maintenance
 
 
 @shared_task(name="gridshift.maintenance.cleanup", ignore_result=True)

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.extensions import db_session, settings
 from app.services import replan as replan_service
+from app.tasks import REPLAN
 
 
 def run_planning(session: Session, cfg: Settings, trigger: str) -> dict[str, Any]:
@@ -29,7 +30,7 @@ def nightly() -> dict[str, Any]:
     return run_planning(db_session(), settings(), "nightly")
 
 
-@shared_task(name="gridshift.plan.replan", ignore_result=True)
+@shared_task(name=REPLAN, ignore_result=True)
 def replan(trigger: str = "hourly") -> dict[str, Any]:
     """Re-plan work that has not started (hourly, after a dispatch failure, or on request)."""
     return run_planning(db_session(), settings(), trigger)

@@ -8,8 +8,11 @@ import pytest
 
 from app.enums import JobState, RunState
 from app.models import Job, Run
-from app.services import auth, dispatch, dispatch_sync
-from app.services.dispatch_failures import MAX_ATTEMPTS
+from app.services import auth
+from app.services.dispatch import claim as dispatch_claim
+from app.services.dispatch import submit as dispatch_submit
+from app.services.dispatch import sync as dispatch_sync
+from app.services.dispatch.failures import MAX_ATTEMPTS, failed_placement
 from connectors.base import ConnectorError, RunStatus, RuntimeState
 from connectors.local import LocalConnector
 from connectors.registry import get_connector
@@ -43,13 +46,13 @@ def clusters(session, small_fleet, tmp_path) -> dict[str, str]:
 def test_due_assignment_is_claimed_once_and_submitted_once(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id)
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    first = dispatch.tick(session, settings, now=utcnow(), worker=W)
-    again = dispatch.tick(session, settings, now=utcnow(), worker="other-worker")
+    first = dispatch_claim.tick(session, settings, now=utcnow(), worker=W)
+    again = dispatch_claim.tick(session, settings, now=utcnow(), worker="other-worker")
     assert len(first.claimed) == 1 and again.to_submit == ()
     run_id = first.claimed[0]
-    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    out = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     assert out.state == "submitted" and not out.adopted
-    redelivered = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    redelivered = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     assert redelivered.state == "skipped"
     runs = runs_of(session, job.id)
     assert len(runs) == 1 and runs[0].state == RunState.SUBMITTED
@@ -57,10 +60,24 @@ def test_due_assignment_is_claimed_once_and_submitted_once(session, settings, te
     assert job_states(session, job.id) == ["pending", "dispatching", "submitted"]
 
 
+
+def test_a_run_keeps_its_hardware_when_its_assignment_is_gone(session, settings, tenant_id, clusters):
+    """The hardware is the run's own column, not read back out of its run key: a run whose plan's assignment was
+    pruned still tells the runtime (and the failure handling) which hardware it was placed on."""
+    job = add_job(session, tenant_id, command="echo started")
+    write_plan(session, [(job.id, "de", "a100", utcnow(), 30)])
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    run = session.get(Run, run_id)
+    assert run.hardware_code == "a100"
+    run.assignment_id = None  # what the retention clean-up leaves of a pruned plan's assignment
+    session.commit()
+    assert dispatch_submit.build_spec(session, run).hardware == "a100"
+    assert failed_placement(session, run) == ("de", "a100")
+
 def test_assignment_not_yet_due_waits(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id)
     write_plan(session, [(job.id, "de", "h100", utcnow() + timedelta(hours=2), 30)])
-    assert dispatch.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
+    assert dispatch_claim.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
     session.expire_all()
     assert session.get(Job, job.id).state == JobState.PLANNED
 
@@ -69,8 +86,8 @@ def test_planned_start_is_passed_as_begin_at(session, settings, tenant_id, clust
     job = add_job(session, tenant_id, command="echo started")
     start = utcnow() + timedelta(seconds=settings.dispatch_interval_s / 2)
     write_plan(session, [(job.id, "de", "h100", start, 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    spec = dispatch.build_spec(session, session.get(Run, run_id))
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    spec = dispatch_submit.build_spec(session, session.get(Run, run_id))
     assert spec.begin_at == start and spec.hardware == "h100" and spec.gpu_count == 1
     assert spec.time_limit_minutes >= 30 and spec.power_w_per_gpu > 0
 
@@ -78,13 +95,13 @@ def test_planned_start_is_passed_as_begin_at(session, settings, tenant_id, clust
 def test_redelivered_submit_finds_the_job_already_on_the_runtime(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id, command="sleep 0.2")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
     run = session.get(Run, run_id)
     # A worker submitted to the runtime and died before recording it in the database.
     connector = get_connector("local", run.cluster.config)
-    connector.submit(dispatch.build_spec(session, run))
+    connector.submit(dispatch_submit.build_spec(session, run))
     session.rollback()
-    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    out = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     assert out.state == "submitted" and out.adopted
     assert [p.name for p in (connector.state_dir / "runs").iterdir()] == [run.run_key]
 
@@ -92,12 +109,12 @@ def test_redelivered_submit_finds_the_job_already_on_the_runtime(session, settin
 def test_first_delivery_skips_find_yet_never_duplicates(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id, command="sleep 0.2")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
     run = session.get(Run, run_id)
     connector = get_connector("local", run.cluster.config)
-    connector.submit(dispatch.build_spec(session, run))  # the runtime somehow has it already
+    connector.submit(dispatch_submit.build_spec(session, run))  # the runtime somehow has it already
     session.rollback()
-    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
+    out = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
     assert out.state == "submitted" and out.runtime_job_id == run.run_key
     assert len(list((connector.state_dir / "runs").iterdir())) == 1  # submit itself is idempotent
 
@@ -105,11 +122,11 @@ def test_first_delivery_skips_find_yet_never_duplicates(session, settings, tenan
 def test_job_replanned_while_its_run_is_active_gets_no_second_run(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id, command="sleep 5")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     # A planner that read the job before the claim writes it back as planned, in a new current plan.
     write_plan(session, [(job.id, "fi", "a100", utcnow(), 30)])
-    assert dispatch.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
+    assert dispatch_claim.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
     session.expire_all()
     assert [r.id for r in runs_of(session, job.id)] == [run_id]
     assert session.get(Job, job.id).state == JobState.SUBMITTED
@@ -121,13 +138,13 @@ def test_stale_claim_is_recovered_and_fresh_one_is_not(session, settings, tenant
     old, fresh = add_job(session, tenant_id, name="old"), add_job(session, tenant_id, name="fresh")
     now = utcnow()
     write_plan(session, [(old.id, "de", "h100", now - timedelta(minutes=10), 30)])
-    (stale_run,) = dispatch.tick(session, settings, now=now - timedelta(seconds=settings.claim_stale_s + 5),
+    (stale_run,) = dispatch_claim.tick(session, settings, now=now - timedelta(seconds=settings.claim_stale_s + 5),
                                  worker="dead-worker").claimed  # fmt: skip
     write_plan(session, [(old.id, "de", "h100", now, 30), (fresh.id, "fi", "a100", now, 30)])
-    result = dispatch.tick(session, settings, now=now, worker=W)
+    result = dispatch_claim.tick(session, settings, now=now, worker=W)
     assert result.recovered == (stale_run,)
     assert len(result.claimed) == 1  # the fresh job; the old job keeps its one run
-    assert dispatch.tick(session, settings, now=now, worker=W).to_submit == ()
+    assert dispatch_claim.tick(session, settings, now=now, worker=W).to_submit == ()
     session.expire_all()
     assert session.get(Run, stale_run).claimed_by == W
     assert len(runs_of(session, old.id)) == 1
@@ -137,8 +154,8 @@ def test_sync_records_success_energy_cost_and_carbon(session, settings, tenant_i
     add_market(session, "DE", price_per_mwh=100.0, carbon_g_per_kwh=400.0)
     job = add_job(session, tenant_id, command="sleep 0.3; echo done", gpus=2)
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
 
     def finished():
         result = dispatch_sync.sync(session, settings, now=utcnow())
@@ -160,8 +177,8 @@ def test_sync_records_success_energy_cost_and_carbon(session, settings, tenant_i
 def test_job_cancelled_through_api_is_cancelled_on_runtime(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id, command="sleep 60")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     session.expire_all()
     job = session.get(Job, job.id)
     job.state = JobState.CANCELLED  # what POST /jobs/{id}/cancel does
@@ -183,7 +200,7 @@ def _cancel_through_api(client, session, job_id: int) -> None:  # type: ignore[n
 def test_cancel_made_while_the_submit_is_in_flight_wins(client, session, settings, tenant_id, clusters, monkeypatch):
     job = add_job(session, tenant_id, command="sleep 60")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
     session.expire_all()  # the submit reads the job (still dispatching) before its runtime call
     real_submit = LocalConnector.submit
 
@@ -193,7 +210,7 @@ def test_cancel_made_while_the_submit_is_in_flight_wins(client, session, setting
 
     make_session = client.application.extensions["gridshift"].sessions
     monkeypatch.setattr(LocalConnector, "submit", submit_while_user_cancels)
-    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
+    dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
     monkeypatch.undo()
     session.expire_all()
     assert session.get(Job, job.id).state == JobState.CANCELLED
@@ -228,12 +245,12 @@ def test_a_failed_cancel_after_submit_keeps_the_runtime_job_for_the_sync(client,
                                                                           clusters, monkeypatch):  # fmt: skip
     job = add_job(session, tenant_id, command="sleep 60")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
     make_session = client.application.extensions["gridshift"].sessions
-    real_connector_for = dispatch.connector_for
-    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, cfg: _CancelledDuringSubmitCancelFails(
+    real_connector_for = dispatch_submit.connector_for
+    monkeypatch.setattr(dispatch_submit, "connector_for", lambda cluster, cfg: _CancelledDuringSubmitCancelFails(
         real_connector_for(cluster, cfg), lambda: _cancel_through_api(client, make_session(), job.id)))  # fmt: skip
-    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
+    out = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
     monkeypatch.undo()
     assert out.state == "submitted"
     session.expire_all()
@@ -250,8 +267,8 @@ def test_cancel_made_while_a_failed_run_is_polled_is_not_replanned(client, sessi
                                                                     monkeypatch):  # fmt: skip
     job = add_job(session, tenant_id, command="sleep 60")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     session.expire_all()
     session.get(Job, job.id)  # the sync has the job in hand before it polls
     make_session = client.application.extensions["gridshift"].sessions
@@ -268,14 +285,14 @@ def test_cancel_made_while_a_failed_run_is_polled_is_not_replanned(client, sessi
     job = session.get(Job, job.id)
     assert job.state == JobState.CANCELLED and job.allowed_regions is None
     assert session.get(Run, run_id).state == RunState.FAILED
-    assert dispatch.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
+    assert dispatch_claim.tick(session, settings, now=utcnow(), worker=W).to_submit == ()
 
 
 def test_failed_run_sends_job_back_to_planning_without_its_region(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id, command="exit 3")
     write_plan(session, [(job.id, "de", "a100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     result = wait_for(lambda: (r := dispatch_sync.sync(session, settings, now=utcnow())).failed and r)
     assert result.replan and result.failed == (run_id,)
     session.expire_all()
@@ -288,8 +305,8 @@ def test_failed_run_sends_job_back_to_planning_without_its_region(session, setti
 def test_runtime_refusal_fails_run_and_requeues(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id, gpus=3)  # de's local cluster has only two a100 slots
     write_plan(session, [(job.id, "de", "a100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    out = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     assert out.state == "failed" and out.replan
     session.expire_all()
     assert session.get(Job, job.id).state == JobState.PENDING
@@ -301,8 +318,8 @@ def test_job_fails_for_good_after_max_attempts(session, settings, tenant_id, clu
     for attempt in range(MAX_ATTEMPTS):
         region = ("de", "fi")[attempt % 2]
         write_plan(session, [(job.id, region, "a100", utcnow(), 30)])
-        (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-        dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+        (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+        dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
         wait_for(lambda: dispatch_sync.sync(session, settings, now=utcnow()).failed)
         session.expire_all()
         job = session.get(Job, job.id)
@@ -314,8 +331,8 @@ def test_job_fails_for_good_after_max_attempts(session, settings, tenant_id, clu
 def test_job_without_command_fails_with_reason(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id, command=None)
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    out = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     assert out.state == "failed"
     session.expire_all()
     job = session.get(Job, job.id)
@@ -325,7 +342,7 @@ def test_job_without_command_fails_with_reason(session, settings, tenant_id, clu
 def test_region_without_cluster_requeues_job(session, settings, tenant_id, small_fleet):
     job = add_job(session, tenant_id)
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    result = dispatch.tick(session, settings, now=utcnow(), worker=W)
+    result = dispatch_claim.tick(session, settings, now=utcnow(), worker=W)
     assert result.failed_jobs == (job.id,) and result.claimed == ()
     session.expire_all()
     job = session.get(Job, job.id)
@@ -349,14 +366,14 @@ class _Empty(_Unreachable):
 def test_give_up_only_when_runtime_confirms_it_has_no_job(session, settings, tenant_id, clusters, monkeypatch):
     job = add_job(session, tenant_id)
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, settings: _Unreachable())
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    monkeypatch.setattr(dispatch_submit, "connector_for", lambda cluster, settings: _Unreachable())
     with pytest.raises(ConnectorError):
-        dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
-    kept = dispatch.give_up(session, settings, run_id, "controller not answering", now=utcnow())
+        dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    kept = dispatch_submit.give_up(session, settings, run_id, "controller not answering", now=utcnow())
     assert kept.state == "dispatching"  # the first submit may have landed: wait for stale-claim recovery
-    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, settings: _Empty())
-    failed = dispatch.give_up(session, settings, run_id, "controller not answering", now=utcnow())
+    monkeypatch.setattr(dispatch_submit, "connector_for", lambda cluster, settings: _Empty())
+    failed = dispatch_submit.give_up(session, settings, run_id, "controller not answering", now=utcnow())
     assert failed.state == "failed" and failed.replan
     session.expire_all()
     assert session.get(Job, job.id).state == JobState.PENDING
@@ -387,9 +404,9 @@ class _Interleaved:
 
 def _two_workers(app, settings, monkeypatch, hook: str, then):  # type: ignore[no-untyped-def]
     """Make every connector of this test interleave ``then`` (given a fresh session) into its first ``hook``."""
-    real_connector_for = dispatch.connector_for
+    real_connector_for = dispatch_submit.connector_for
     steps = [lambda: then(app.extensions["gridshift"].sessions())]
-    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, cfg: _Interleaved(
+    monkeypatch.setattr(dispatch_submit, "connector_for", lambda cluster, cfg: _Interleaved(
         real_connector_for(cluster, cfg), hook, steps.pop() if steps else None))  # fmt: skip
 
 
@@ -397,11 +414,11 @@ def test_give_up_racing_a_recovered_submit_does_not_run_the_job_twice(app, sessi
                                                                        monkeypatch):  # fmt: skip
     job = add_job(session, tenant_id, command="sleep 60")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
     # worker A gives up (its find says: no job yet) while worker B, recovering the claim, submits it
-    recovered = lambda other: dispatch.submit_run(other, settings, run_id, now=utcnow(), worker="B")  # noqa: E731
+    recovered = lambda other: dispatch_submit.submit_run(other, settings, run_id, now=utcnow(), worker="B")  # noqa: E731
     _two_workers(app, settings, monkeypatch, "find", recovered)
-    out = dispatch.give_up(session, settings, run_id, "controller not answering", now=utcnow())
+    out = dispatch_submit.give_up(session, settings, run_id, "controller not answering", now=utcnow())
     monkeypatch.undo()
     assert out.state != "failed" and not out.replan
     session.expire_all()
@@ -417,11 +434,11 @@ def test_submit_that_lands_after_a_give_up_cancels_its_runtime_job(app, session,
         pytest.skip("on PostgreSQL the submit holds its run's row lock, so a give-up waits for it and loses")
     job = add_job(session, tenant_id, command="sleep 60")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
     # worker B submits; before its job lands, worker A gives up (no job yet), fails the run and re-plans the job
-    gave_up = lambda other: dispatch.give_up(other, settings, run_id, "timed out", now=utcnow())  # noqa: E731
+    gave_up = lambda other: dispatch_submit.give_up(other, settings, run_id, "timed out", now=utcnow())  # noqa: E731
     _two_workers(app, settings, monkeypatch, "submit", gave_up)
-    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker="B")
+    out = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker="B")
     monkeypatch.undo()
     assert out.state == "failed"
     session.expire_all()
@@ -435,8 +452,8 @@ def test_submit_that_lands_after_a_give_up_cancels_its_runtime_job(app, session,
 def test_unreachable_runtime_leaves_runs_alone_during_sync(session, settings, tenant_id, clusters, monkeypatch):
     job = add_job(session, tenant_id, command="sleep 5")
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     monkeypatch.setattr(dispatch_sync, "connector_for", lambda cluster, settings: _Unreachable())
     result = dispatch_sync.sync(session, settings, now=utcnow())
     assert result.unreachable == (run_id,) and not result.replan
@@ -460,9 +477,9 @@ class _RefusesButHoldsIt(_Empty):
 def test_refusal_of_a_job_the_runtime_already_holds_adopts_it(session, settings, tenant_id, clusters, monkeypatch):
     job = add_job(session, tenant_id)
     write_plan(session, [(job.id, "de", "h100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, settings: _RefusesButHoldsIt())
-    out = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    monkeypatch.setattr(dispatch_submit, "connector_for", lambda cluster, settings: _RefusesButHoldsIt())
+    out = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)
     assert out.state == "submitted" and out.runtime_job_id == "7" and out.adopted and not out.replan
     session.expire_all()
     assert session.get(Job, job.id).state == JobState.SUBMITTED
@@ -491,11 +508,11 @@ def test_run_still_pending_after_its_start_is_submitted_again(session, settings,
     job = add_job(session, tenant_id)
     start = utcnow() - dispatch_sync.REASSERT_AFTER - timedelta(seconds=30)
     write_plan(session, [(job.id, "de", "h100", start, 30)])
-    (run_id,) = dispatch.tick(session, settings, now=start, worker=W).claimed
+    (run_id,) = dispatch_claim.tick(session, settings, now=start, worker=W).claimed
     runtime = _HeldOnRuntime()
-    monkeypatch.setattr(dispatch, "connector_for", lambda cluster, settings: runtime)
+    monkeypatch.setattr(dispatch_submit, "connector_for", lambda cluster, settings: runtime)
     monkeypatch.setattr(dispatch_sync, "connector_for", lambda cluster, settings: runtime)
-    dispatch.submit_run(session, settings, run_id, now=start, worker=W)
+    dispatch_submit.submit_run(session, settings, run_id, now=start, worker=W)
     assert runtime.submits == 1
     dispatch_sync.sync(session, settings, now=utcnow())
     assert runtime.submits == 2  # re-asserted once it was overdue
@@ -518,8 +535,8 @@ def test_runs_of_a_job_are_listed_through_the_api(client, session, settings, ten
 
     job = add_job(session, tenant_id, command="exit 3")
     write_plan(session, [(job.id, "de", "a100", utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     wait_for(lambda: dispatch_sync.sync(session, settings, now=utcnow()).failed)
     _row, token = auth.issue_token(session, session.get(Tenant, tenant_id), "reader", Role.READONLY)
     other = auth.create_tenant(session, "team-b")

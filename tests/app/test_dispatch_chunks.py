@@ -13,8 +13,11 @@ from sqlalchemy import select
 
 from app.enums import JobState, RunState
 from app.models import Assignment, HardwareType, Job, Region, Run
-from app.services import auth, dispatch, dispatch_sync, overview, reports
-from app.services.capacity import held_intervals
+from app.services import auth, overview, reports
+from app.services.assignments import held_intervals
+from app.services.dispatch import claim as dispatch_claim
+from app.services.dispatch import submit as dispatch_submit
+from app.services.dispatch import sync as dispatch_sync
 from tests.app.test_dispatch_support import (
     add_job,
     add_local_clusters,
@@ -44,7 +47,7 @@ def _chunked_plan(session, job: Job, chunks):  # type: ignore[no-untyped-def]
 
 
 def _finish(session, settings, run_id: int) -> None:  # type: ignore[no-untyped-def]
-    dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     wait_for(lambda: run_id in dispatch_sync.sync(session, settings, now=utcnow()).succeeded)
     session.expire_all()
 
@@ -61,9 +64,9 @@ def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings,
     chunks = [(t0 - timedelta(minutes=60), t0 + timedelta(seconds=2)), (t0 + timedelta(seconds=3), t0 + timedelta(hours=2))]
     _chunked_plan(session, job, chunks)
 
-    (first,) = dispatch.tick(session, settings, now=t0, worker=W).claimed
-    spec = dispatch.build_spec(session, session.get(Run, first))
-    assert spec.time_limit_minutes == 61 + dispatch.CHUNK_GRACE_MINUTES  # stopped soon after its chunk
+    (first,) = dispatch_claim.tick(session, settings, now=t0, worker=W).claimed
+    spec = dispatch_submit.build_spec(session, session.get(Run, first))
+    assert spec.time_limit_minutes == 61 + dispatch_submit.CHUNK_GRACE_MINUTES  # stopped soon after its chunk
     assert spec.env["GRIDSHIFT_CHUNK_END"] == chunks[0][1].isoformat()
     _finish(session, settings, first)
     job = session.get(Job, job.id)
@@ -82,10 +85,10 @@ def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings,
     (entry,) = reports.build_entries(session, [job], currency_of={tenant_id: "EUR"})
     assert entry.basis == reports.PLANNED
 
-    assert dispatch.tick(session, settings, now=t0 - timedelta(hours=1), worker=W).to_submit == ()  # not yet due
-    (second,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    last_spec = dispatch.build_spec(session, session.get(Run, second))
-    assert last_spec.time_limit_minutes > 115 + dispatch.CHUNK_GRACE_MINUTES  # the last chunk gets the full margin
+    assert dispatch_claim.tick(session, settings, now=t0 - timedelta(hours=1), worker=W).to_submit == ()  # not yet due
+    (second,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    last_spec = dispatch_submit.build_spec(session, session.get(Run, second))
+    assert last_spec.time_limit_minutes > 115 + dispatch_submit.CHUNK_GRACE_MINUTES  # the last chunk gets the full margin
     _finish(session, settings, second)
 
     job = session.get(Job, job.id)
@@ -110,7 +113,7 @@ def _two_chunks_first_claimed(session, settings, tmp_path) -> tuple[str, Job, in
     t0 = utcnow()
     _chunked_plan(session, job, [(t0 - timedelta(minutes=30), t0 + timedelta(seconds=1)),
                                  (t0 + timedelta(seconds=2), t0 + timedelta(hours=1))])
-    (first,) = dispatch.tick(session, settings, now=t0, worker=W).claimed
+    (first,) = dispatch_claim.tick(session, settings, now=t0, worker=W).claimed
     return token, job, first
 
 
@@ -120,7 +123,7 @@ def test_cancelling_a_paused_job_keeps_its_next_chunk_from_running(client, sessi
     assert session.get(Job, job.id).state == JobState.PAUSED
     resp = client.post(f"/api/v1/jobs/{job.id}/cancel", headers={"Authorization": f"Bearer {token}"})
     assert resp.status_code == 200 and resp.json["state"] == "cancelled"
-    assert dispatch.tick(session, settings, now=utcnow() + timedelta(minutes=5), worker=W).to_submit == ()
+    assert dispatch_claim.tick(session, settings, now=utcnow() + timedelta(minutes=5), worker=W).to_submit == ()
     session.expire_all()
     assert held_intervals(session, utcnow()) == []  # its chunk to come no longer holds capacity
     assert [r.chunk_index for r in session.scalars(select(Run).where(Run.job_id == job.id))] == [0]
@@ -133,7 +136,7 @@ def test_a_paused_job_with_no_chunk_to_continue_goes_back_to_planning(session, s
     # its chunk run is gone, and no plan is current: resuming must not wait for one
     job.state, job.resume_at = JobState.PAUSED, utcnow() - timedelta(minutes=1)
     session.commit()
-    result = dispatch.tick(session, settings, now=utcnow(), worker=W)
+    result = dispatch_claim.tick(session, settings, now=utcnow(), worker=W)
     assert result.to_submit == ()
     assert result.failed_jobs == (job.id,)  # the tick task asks for a re-plan: the job is not left waiting
     session.expire_all()
@@ -147,7 +150,7 @@ def test_a_chunk_cancelled_while_it_is_polled_is_not_paused_for_the_next(client,
     from connectors.local import LocalConnector
 
     token, job, first = _two_chunks_first_claimed(session, settings, tmp_path)
-    dispatch.submit_run(session, settings, first, now=utcnow(), worker=W)
+    dispatch_submit.submit_run(session, settings, first, now=utcnow(), worker=W)
     real_poll = LocalConnector.poll
 
     def poll_while_user_cancels(self, runtime_job_id):  # type: ignore[no-untyped-def]
@@ -162,7 +165,7 @@ def test_a_chunk_cancelled_while_it_is_polled_is_not_paused_for_the_next(client,
     session.expire_all()
     job = session.get(Job, job.id)
     assert job.state == JobState.CANCELLED and job.resume_at is None
-    assert dispatch.tick(session, settings, now=utcnow() + timedelta(minutes=5), worker=W).to_submit == ()
+    assert dispatch_claim.tick(session, settings, now=utcnow() + timedelta(minutes=5), worker=W).to_submit == ()
     assert [r.chunk_index for r in session.scalars(select(Run).where(Run.job_id == job.id))] == [0]
 
 
@@ -175,11 +178,11 @@ def test_chunks_that_succeeded_use_none_of_the_retry_budget(session, settings, s
                                  (t0 + timedelta(seconds=2), t0 + timedelta(seconds=3)),
                                  (t0 + timedelta(seconds=4), t0 + timedelta(hours=1))])  # fmt: skip
     for _chunk in (0, 1):
-        (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
+        (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
         _finish(session, settings, run_id)
         assert session.get(Job, job.id).state == JobState.PAUSED
-    (last,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    dispatch.submit_run(session, settings, last, now=utcnow(), worker=W)
+    (last,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    dispatch_submit.submit_run(session, settings, last, now=utcnow(), worker=W)
     result = wait_for(lambda: (r := dispatch_sync.sync(session, settings, now=utcnow())).failed and r)
     assert result.failed == (last,) and result.replan  # its first failure: planned again, elsewhere
     session.expire_all()

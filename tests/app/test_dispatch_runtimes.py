@@ -9,7 +9,10 @@ import pytest
 
 from app.enums import JobState, RunState
 from app.models import Job, Run
-from app.services import auth, dispatch, dispatch_sync, fleet
+from app.services import auth, fleet
+from app.services.dispatch import claim as dispatch_claim
+from app.services.dispatch import submit as dispatch_submit
+from app.services.dispatch import sync as dispatch_sync
 from connectors.registry import get_connector
 from tests.app.test_dispatch_support import add_job, runs_of, utcnow, wait_for, write_plan
 from tests.runtimes.fixtures import ray_head, slurm_clusters  # noqa: F401 - fixtures
@@ -19,14 +22,14 @@ W = "test-worker"
 
 def _dispatch_and_finish(session, settings, job: Job, region: str, hw: str, timeout_s: float = 40.0) -> Run:
     write_plan(session, [(job.id, region, hw, utcnow(), 30)])
-    (run_id,) = dispatch.tick(session, settings, now=utcnow(), worker=W).claimed
-    assert dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W).state == "submitted"
+    (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
+    assert dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W).state == "submitted"
     # A redelivered submit must not create a second runtime job.
     session.expire_all()
     run = session.get(Run, run_id)
     run.state, run.runtime_job_id = RunState.DISPATCHING, None
     session.commit()
-    again = dispatch.submit_run(session, settings, run_id, now=utcnow(), worker=W)
+    again = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     assert again.state == "submitted" and again.adopted
     wait_for(lambda: run_id in dispatch_sync.sync(session, settings, now=utcnow()).succeeded, timeout_s=timeout_s)
     session.expire_all()

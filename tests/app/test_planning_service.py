@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from app.enums import JobState, PlanStatus, RunState, SeriesKind, WorkloadClass
 from app.models import Assignment, Job, MarketSeries, Plan, PowerBudgetOverride, Region, Run, UnplannedJob
 from app.services import auth
+from app.services.job_values import JobValues, normalise
 from app.services.planning import plan_fleet, preview_job
 
 
@@ -179,7 +180,7 @@ def test_preview_compares_with_run_now_and_stores_nothing(session, settings, mar
         min_chunk_minutes=60,
         memory_gb_per_gpu=0.0,
     )
-    result = preview_job(session, settings, fields, now)
+    result = preview_job(session, settings, JobValues.from_fields(normalise(fields, now)), now)
     assert result.planned.start_at == now + timedelta(hours=5)
     assert result.run_now.start_at == now
     assert result.planned.cost < result.run_now.cost
@@ -344,6 +345,6 @@ def test_a_preview_with_a_far_deadline_plans_two_weeks_ahead_and_says_so(session
                   reference_hardware="h100", release_at=now, deadline_at=now.replace(year=2900), allowed_regions=["de"],
                   allowed_hardware=["h100"], home_region="de", priority=0, interruptible=False,
                   checkpoint_overhead_minutes=0, min_chunk_minutes=60, memory_gb_per_gpu=0.0)
-    result = preview_job(session, settings, fields, now)
+    result = preview_job(session, settings, JobValues.from_fields(normalise(fields, now)), now)
     assert result.planned is not None and result.planned.end_at <= now + timedelta(hours=PREVIEW_MAX_HOURS)
     assert "previewed over the next 14 days only" in result.note

@@ -14,8 +14,9 @@ from app.config import Settings
 from app.enums import JobState, RunState
 from app.models import Job, Plan, Run
 from app.schedule import beat_schedule
-from app.services import auth, dispatch_maintenance
-from app.services import dispatch as dispatch_service
+from app.services import auth
+from app.services.dispatch import maintenance as dispatch_maintenance
+from app.services.dispatch import submit as dispatch_service
 from app.tasks import dispatch as dispatch_tasks
 from app.tasks import maintenance, planning
 from connectors.base import ConnectorError

@@ -144,3 +144,27 @@ def test_downgrade_to_base_with_data_then_upgrade_again(scratch):
     assert _tables(scratch) == set(Base.metadata.tables)
     assert _count(scratch, Job) == 0
     assert _seed(scratch) == _count(scratch, Job)  # the rebuilt schema takes the same data again
+
+
+def test_runs_stored_before_the_hardware_column_keep_their_hardware(scratch):
+    """Runs dispatched before ``runs.hardware_type_id`` had their hardware only inside the run key; the upgrade reads
+    it from there once, and a key it cannot read leaves the column empty."""
+    migrate.upgrade(scratch)
+    _seed(scratch)
+    engine = make_engine(scratch)
+    with engine.begin() as conn:
+        job_ids = list(conn.execute(text("SELECT id FROM jobs ORDER BY id")).scalars())
+        hw_id = conn.execute(text("SELECT id FROM hardware_types WHERE code = 'h100'")).scalar_one()
+        for job_id, key in zip(job_ids, (f"gs-{job_ids[0]}-1-h100-3fa9c2", "someone-elses-key"), strict=False):
+            conn.execute(text("INSERT INTO runs (job_id, attempt, run_key, state, created_at) "
+                              "VALUES (:job, 1, :key, 'succeeded', :at)"),
+                         {"job": job_id, "key": key, "at": datetime(2030, 1, 1, tzinfo=UTC)})
+    script = ScriptDirectory.from_config(migrate.alembic_config(scratch))
+    below = script.get_revision("0004").down_revision
+    assert isinstance(below, str)
+    migrate.downgrade(scratch, below)  # the schema those runs were stored under
+    migrate.upgrade(scratch)
+    with engine.connect() as conn:
+        got = dict(conn.execute(text("SELECT run_key, hardware_type_id FROM runs")).all())
+    engine.dispose()
+    assert got == {f"gs-{job_ids[0]}-1-h100-3fa9c2": hw_id, "someone-elses-key": None}

@@ -4,11 +4,11 @@ For each ``submitted``/``running`` run: a job cancelled through the API has its 
 runtime's state moves the run and its job on (with a job event per change); a finished run gets its actual
 start and end, exit code, metered energy (``connector.energy``: NVML, accounting or estimate), and its cost
 and carbon from the market series of its region's zone over the hours it ran. A failed run sends its job
-back to planning (:mod:`app.services.dispatch_failures`). A runtime that does not answer is simply asked
+back to planning (:mod:`app.services.dispatch.failures`). A runtime that does not answer is simply asked
 again next time; a run the runtime says it does not know is ``lost`` and its job is re-planned; a run still
 pending a minute after its planned start is submitted again (idempotent), which completes a submission the
 runtime left half-done. A chunk run that succeeds with more chunks to come leaves its job ``paused`` until the
-next chunk is due (:mod:`app.services.dispatch`).
+next chunk is due (:mod:`app.services.dispatch.claim`).
 
 Cost and carbon use facility energy (metered IT energy times the region's PUE), like the planner's figures:
 ``cost = sum_h E_h * PUE * price_h / 1000`` [EUR, price in EUR/MWh] and
@@ -28,11 +28,11 @@ from app.config import Settings
 from app.db import is_postgresql
 from app.enums import JobState, RunState, SeriesKind
 from app.models import Assignment, Cluster, Job, Region, Run
-from app.services import market
-from app.services.dispatch import connector_for
-from app.services.dispatch_failures import requeue_after_failure
-from app.services.jobs import move_job, reread_job
-from app.services.overview import running_intervals
+from app.services.assignments import running_intervals
+from app.services.dispatch.failures import requeue_after_failure
+from app.services.dispatch.submit import build_spec, connector_for
+from app.services.job_states import move_job, reread_job
+from app.services.series import hourly_series
 from connectors.base import ClusterConnector, ConnectorError, RunStatus, RuntimeState
 
 #: A run still pending on its runtime this long after its planned start is submitted again (idempotent).
@@ -231,8 +231,6 @@ def _reassert_if_overdue(session: Session, run: Run, connector: ClusterConnector
     last = run.claimed_at or run.submitted_at or now
     if now < due or now - last < REASSERT_AFTER:
         return
-    from app.services.dispatch import build_spec
-
     try:
         connector.submit(build_spec(session, run))
     except ConnectorError:
@@ -293,7 +291,7 @@ def cost_and_carbon(
     facility_kwh = energy_kwh * (region.pue or 1.0)
     out: list[float | None] = []
     for kind in (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY):
-        values = {row.ts: row.value for row in market.query(session, region.zone, kind, first, last)}
+        values = {p.ts: p.value for p in hourly_series(session, region.zone, kind, first, last)}
         if not values:
             out.append(None)
             continue

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.enums import TERMINAL_RUN_STATES
 from app.models import Cluster, Run
+from app.services.dispatch.submit import connector_for
 
 #: Delivered broker messages older than this are deleted.
 BROKER_KEEP = timedelta(hours=1)
@@ -51,8 +52,6 @@ def prune_broker_messages(settings: Settings, *, now: datetime, keep: timedelta 
 
 def prune_run_scratch(session: Session, settings: Settings, *, now: datetime, keep: timedelta = RUN_SCRATCH_KEEP) -> int:
     """Remove the run directories of local runs that finished before ``now - keep`` [count removed]."""
-    from app.services.dispatch import connector_for
-
     cutoff = now - keep
     rows = session.execute(
         select(Run.run_key, Cluster)

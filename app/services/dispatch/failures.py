@@ -19,16 +19,14 @@ from sqlalchemy.orm import Session
 from app.enums import TERMINAL_JOB_STATES, JobState, RunState
 from app.models import Assignment, HardwareType, Job, Region, Run
 from app.services.fleet import snapshot
-from app.services.jobs import move_job
+from app.services.job_states import move_job
 
 #: Failed or lost runs a job may have before it fails for good [count].
 MAX_ATTEMPTS = 3
 
 
 def failed_placement(session: Session, run: Run) -> tuple[str | None, str | None]:
-    """(region code, hardware code) of a run, from its assignment, else its cluster and run key."""
-    from app.services.dispatch_claim import hardware_of_run_key
-
+    """(region code, hardware code) of a run, from its assignment, else its cluster and its own hardware."""
     region = hardware = None
     assignment = session.get(Assignment, run.assignment_id) if run.assignment_id else None
     if assignment is not None:
@@ -36,7 +34,7 @@ def failed_placement(session: Session, run: Run) -> tuple[str | None, str | None
         hardware = session.scalar(select(HardwareType.code).where(HardwareType.id == assignment.hardware_type_id))
     if region is None and run.cluster is not None:
         region = run.cluster.region.code
-    return region, hardware or hardware_of_run_key(run.run_key)
+    return region, hardware or run.hardware_code
 
 
 def requeue_after_failure(session: Session, run: Run, reason: str, *, now: datetime, state: RunState) -> bool:

@@ -1,28 +1,9 @@
-"""Dispatch: claim the due assignments of the current plan and submit them to their cluster's runtime.
+"""Dispatch, the submit half: send one claimed run to its cluster's runtime, or give it up safely.
 
-The database is the single source of truth. A run moves through
-``dispatching -> submitted -> running -> succeeded | failed | cancelled | lost`` (``app.enums.RunState``); the
-job follows it. Exactly-once comes from three guards:
-
-1. **Claim.** A due assignment is claimed by a conditional ``UPDATE jobs SET state='dispatching' WHERE
-   state='planned'`` (on PostgreSQL after ``SELECT ... FOR UPDATE SKIP LOCKED``), and a job with an active
-   run is never claimed again. The claim and the new ``runs`` row commit together.
-2. **Idempotency key.** The run's ``run_key`` is stored before anything reaches the runtime; the connector
-   receives it (Slurm job name, Ray submission id, Kubernetes Job name, local run dir). A redelivered submit
-   first asks ``connector.find(run_key)`` and adopts the job it already submitted.
-3. **Recovery.** A claim older than ``settings.claim_stale_s`` with no runtime job id (its worker died, or
-   the embedded broker lost the message) is re-claimed by the tick and submitted again, which guard 2 makes
-   safe.
-
-An interruptible job whose assignment the planner split into chunks runs as one run per chunk: the run of chunk
-*k* is claimed when that chunk is due, gets the chunk's length as its time limit (plus ``CHUNK_GRACE_MINUTES`` if
-more chunks follow) and ``GRIDSHIFT_CHUNK_INDEX``, ``GRIDSHIFT_CHUNK_COUNT`` and ``GRIDSHIFT_CHUNK_END`` in its
-environment, so the job can checkpoint and exit before the chunk ends. Between chunks the job rests in state
-``paused`` (:mod:`app.services.dispatch_sync`) with ``resume_at`` = the next chunk's start, holding its capacity.
-
-A submit that keeps failing is given up only when the runtime can say that it holds no job with that key;
-otherwise the run waits in ``dispatching`` for the recovery above. Claiming lives in
-:mod:`app.services.dispatch_claim`, status sync in :mod:`app.services.dispatch_sync`.
+Guard 2 of :mod:`app.services.dispatch` lives here: the run key is stored before anything reaches the runtime, and
+a redelivered submit first asks ``connector.find(run_key)`` and adopts the job it already submitted. A submit that
+keeps failing is given up only when the runtime can say that it holds no job with that key; otherwise the run waits
+in ``dispatching`` for the tick's stale-claim recovery (:mod:`app.services.dispatch.claim`).
 """
 
 from __future__ import annotations
@@ -40,13 +21,11 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db import is_postgresql
 from app.enums import TERMINAL_RUN_STATES, JobState, RunState
-from app.models import Assignment, Cluster, HardwareType, Run
-from app.services.dispatch_claim import hardware_of_run_key
-from app.services.dispatch_claim import tick as tick  # the tick is part of dispatch's API
-from app.services.dispatch_failures import requeue_after_failure
+from app.models import Assignment, Cluster, Run
+from app.services.assignments import running_intervals
+from app.services.dispatch.failures import requeue_after_failure
 from app.services.fleet import snapshot
-from app.services.jobs import move_job, reread_job
-from app.services.overview import running_intervals
+from app.services.job_states import move_job, reread_job
 from connectors.base import ClusterConnector, ConfigError, ConnectorError, JobSpec
 from connectors.registry import get_connector
 
@@ -112,13 +91,11 @@ def build_spec(session: Session, run: Run) -> JobSpec:
     """
     job = run.job
     assignment = session.get(Assignment, run.assignment_id) if run.assignment_id else None
-    hardware = hardware_of_run_key(run.run_key) or ""
+    hardware = run.hardware_code or ""
     planned_minutes = 60
     env = {str(k): str(v) for k, v in (job.env or {}).items()}
     margin = None
     if assignment is not None:
-        hw_row = session.get(HardwareType, assignment.hardware_type_id)
-        hardware = hw_row.code if hw_row else hardware
         bounds = running_intervals(assignment)
         first, last = bounds[run.chunk_index] if run.chunk_index is not None else (assignment.start_at, assignment.end_at)
         planned_minutes = max(1, math.ceil((last - first).total_seconds() / 60))

@@ -3,13 +3,12 @@
 Guards 1 and 3 of :mod:`app.services.dispatch` live here: a due assignment is claimed by a conditional
 ``UPDATE jobs SET state='dispatching' WHERE state='planned'`` (on PostgreSQL after ``SELECT ... FOR UPDATE SKIP
 LOCKED``) and its ``runs`` row, with the run key the runtime will know it by, commits with the claim; a claim that
-went stale unsubmitted is taken over. The submit half (:mod:`app.services.dispatch`) sends each run id to its
+went stale unsubmitted is taken over. The submit half (:mod:`app.services.dispatch.submit`) sends each run id to its
 runtime.
 """
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -19,10 +18,11 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db import is_postgresql
 from app.enums import ACTIVE_RUN_STATES, JobState, RunState
-from app.models import Assignment, Cluster, HardwareType, Job, Plan, Region, Run
-from app.services import jobs as job_service
-from app.services.dispatch_failures import requeue_after_failure
-from app.services.overview import running_intervals
+from app.models import Assignment, Cluster, HardwareType, Job, Region, Run
+from app.services.assignments import current_plan_id, next_chunk, running_intervals
+from app.services.dispatch.failures import requeue_after_failure
+from app.services.dispatch.run_keys import new_run_key
+from app.services.job_states import set_state
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,27 +48,6 @@ class TickResult:
     def to_submit(self) -> tuple[int, ...]:
         """Every run id a submit task must be sent for."""
         return self.claimed + self.recovered
-
-
-def new_run_key(job_id: int, attempt: int, hardware: str) -> str:
-    """Idempotency key of a new run, e.g. ``gs-17-1-h100-3fa9c2`` (a DNS-1123 label, <= 63 chars).
-
-    The random tail keeps keys unique when a database is rebuilt against a runtime that still remembers the
-    old keys; the hardware code is readable by operators on the runtime side.
-    """
-    hw = "".join(c for c in hardware.lower() if c.isalnum())[:16] or "hw"
-    return f"gs-{job_id}-{attempt}-{hw}-{secrets.token_hex(3)}"
-
-
-def hardware_of_run_key(run_key: str) -> str | None:
-    """Hardware code written into a run key by :func:`new_run_key`, or None for a foreign key."""
-    parts = run_key.split("-")
-    return parts[3] if len(parts) == 5 and parts[0] == "gs" else None
-
-
-def current_plan_id(session: Session) -> int | None:
-    """Id of the plan marked current (the newest if several are)."""
-    return session.scalar(select(Plan.id).where(Plan.is_current.is_(True)).order_by(Plan.id.desc()).limit(1))
 
 
 def tick(session: Session, settings: Settings, *, now: datetime, worker: str, limit: int = 500) -> TickResult:
@@ -168,7 +147,7 @@ def _claim_resumable(
         job.resume_at = None
         following = next_chunk(session, job.id)
         if following is None:  # its chunk run or assignment is gone: plan the whole job again (a re-plan is due)
-            job_service.set_state(session, job, JobState.PENDING, "paused without a chunk to continue", at=now)
+            set_state(session, job, JobState.PENDING, "paused without a chunk to continue", at=now)
             failed.append(job.id)
             continue
         assignment, chunk_index = following
@@ -178,15 +157,6 @@ def _claim_resumable(
         else:
             claimed.append(run.id)
     return claimed, failed
-
-
-def next_chunk(session: Session, job_id: int) -> tuple[Assignment, int] | None:
-    """A paused job's assignment and the index of its chunk to run next, from its latest (chunk) run."""
-    last = session.scalar(select(Run).where(Run.job_id == job_id).order_by(Run.id.desc()).limit(1))
-    if last is None or last.chunk_index is None or last.assignment_id is None:
-        return None
-    assignment = session.get(Assignment, last.assignment_id)
-    return None if assignment is None else (assignment, last.chunk_index + 1)
 
 
 def _new_run(
@@ -200,6 +170,7 @@ def _new_run(
     attempt = 1 + (session.scalar(select(func.count()).select_from(Run).where(Run.job_id == job.id)) or 0)
     run = Run(
         job_id=job.id, assignment_id=assignment.id, cluster_id=cluster.id if cluster else None, attempt=attempt,
+        hardware_type_id=hardware.id,
         run_key=new_run_key(job.id, attempt, hardware.code), state=RunState.DISPATCHING, claimed_by=worker,
         claimed_at=now, chunk_index=chunk_index, created_at=now,
         planned_start_at=running_intervals(assignment)[chunk_index or 0][0],
@@ -211,7 +182,7 @@ def _new_run(
         requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED)
         return None
     part = f"chunk {chunk_index + 1}/{len(assignment.chunks or ())} " if chunk_index is not None else ""
-    job_service.set_state(
+    set_state(
         session, job, JobState.DISPATCHING,
         f"run {run.run_key} ({part}on cluster {cluster.name}, {region.code}/{hardware.code}), "
         f"planned start {run.planned_start_at.isoformat() if run.planned_start_at else '-'}", at=now,

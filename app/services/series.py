@@ -1,0 +1,87 @@
+"""Market series as every service reads them: one value per hour, chosen by one rule.
+
+A zone's series of one kind can hold several values for the same hour: the published (realised) value, forecasts of
+it imported into ``market_series`` (rows with ``issued_at``), the points of our own forecast runs, and the same hour
+again from a later import. :func:`hourly_series` picks one per hour, the same way for the planner, the dashboard,
+the forecast refresh, the market API and the cost of finished runs:
+
+1. a published value beats every forecast of the hour: once the day-ahead auction has published tomorrow's prices,
+   a forecast issued the day before still covers those hours and must not win over them;
+2. among forecasts, the point of a succeeded forecast run (asked for with ``forecasts=True``) beats a forecast
+   imported into ``market_series``, and a later run beats an earlier one;
+3. among values of the same rank, the latest import wins (several sources of the same hours).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.enums import SERIES_UNITS, ForecastRunStatus, SeriesKind
+from app.models import ForecastPoint, ForecastRun, MarketSeries
+
+# ranks of rule 1 and 2: a higher rank wins the hour, an equal one replaces it (rule 3, rows come oldest first)
+_IMPORTED_FORECAST, _RUN_FORECAST, _PUBLISHED = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class HourlyValue:
+    """The value of one hour of a series [its unit], where it came from, and when it was forecast (None: published)."""
+
+    ts: datetime
+    value: float
+    unit: str
+    source: str  # the import's source, or ``forecast:<model>`` for a point of our own forecast run
+    issued_at: datetime | None = None
+
+    @property
+    def published(self) -> bool:
+        """True for a published (realised) value, False for a forecast of it."""
+        return self.issued_at is None
+
+
+def hourly_series(
+    session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, *, forecasts: bool = False,
+    limit: int | None = None,
+) -> list[HourlyValue]:
+    """One value per hour of (``zone``, ``kind``) in [start, end), oldest first, by the module's rule.
+
+    Parameters
+    ----------
+    forecasts : bool
+        Also consider the points of succeeded forecast runs (the planner's inputs); otherwise only
+        ``market_series`` is read (published values and imported forecasts).
+    limit : int or None
+        At most this many hours, the first ones; applied after the choice, so that two sources of the same hours do
+        not halve the range returned.
+    """
+    best: dict[datetime, tuple[int, HourlyValue]] = {}
+
+    def offer(rank: int, point: HourlyValue) -> None:
+        held = best.get(point.ts)
+        if held is None or rank >= held[0]:
+            best[point.ts] = (rank, point)
+
+    ms = MarketSeries
+    for ts, value, unit, source, issued_at in session.execute(
+        select(ms.ts, ms.value, ms.unit, ms.source, ms.issued_at)
+        .where(ms.zone == zone, ms.kind == kind, ms.ts >= start, ms.ts < end)
+        .order_by(ms.ts, ms.id)
+    ):
+        rank = _PUBLISHED if issued_at is None else _IMPORTED_FORECAST
+        offer(rank, HourlyValue(ts, float(value), unit, source, issued_at))
+    if forecasts:
+        unit = SERIES_UNITS.get(kind, "")
+        for ts, value, model, issued_at in session.execute(
+            select(ForecastPoint.ts, ForecastPoint.value, ForecastRun.model, ForecastRun.issued_at)
+            .join(ForecastRun, ForecastRun.id == ForecastPoint.run_id)
+            .where(ForecastRun.zone == zone, ForecastRun.kind == kind, ForecastRun.status == ForecastRunStatus.SUCCEEDED,
+                   ForecastPoint.ts >= start, ForecastPoint.ts < end)
+            .order_by(ForecastRun.issued_at, ForecastRun.id)
+        ):
+            offer(_RUN_FORECAST, HourlyValue(ts, float(value), unit, f"forecast:{model}", issued_at))
+    out = [best[ts][1] for ts in sorted(best)]
+    return out if limit is None else out[:limit]
