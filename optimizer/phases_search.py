@@ -15,6 +15,7 @@ from optimizer.heuristic import improve, place
 from optimizer.parallel import fork_call
 from optimizer.phases_bound import place_left_out
 from optimizer.pipeline import RINS_MIN_S, RINS_RESERVE_S, SHARE, SolveRun
+from optimizer.rechunk import rechunk
 from optimizer.recreate import ruin_recreate
 from optimizer.submip import rins
 
@@ -166,6 +167,15 @@ def local_search(run: SolveRun) -> None:
     if not run.capped and not run.use_cpsat and not run.bound_open and run.left() > 0.5:
         best.offer(eject_improve(run.tb, best.plan, run.cand_ls, time_limit_s=run.left() - 0.3), ties=True)
     run.lap("local_search")
+
+
+def rechunk_moves(run: SolveRun) -> None:
+    """Interruptible jobs to their cheapest two-chunk run over every split of the work (the model's options hold
+    them to one split), costliest first."""
+    if run.capped or not run.tb.intr.any() or not run.best.found:
+        return
+    run.best.offer(rechunk(run.tb, run.best.plan, time_limit_s=SHARE["rechunk"] * run.left()))
+    run.lap("rechunk")
 
 
 def group_moves_end(run: SolveRun) -> None:

@@ -66,6 +66,7 @@ PIPELINE: tuple[Phase, ...] = (
     search_phases.rins_start,
     search_phases.group_moves,
     search_phases.local_search,
+    search_phases.rechunk_moves,
     bound_phases.cpsat,
     bound_phases.resume_bound,
     search_phases.group_moves_end,
@@ -184,11 +185,16 @@ def finish_run(run: SolveRun, name: str) -> Plan:
     if tb.intr.any():
         # the bounds above hold for runs of at most two chunks; the Problem allows any chunking
         safe = valid_bound(tb, run.m)
-        if safe < bound - 1e-9 * max(1.0, abs(bound)):
+        undercut = safe < bound - 1e-9 * max(1.0, abs(bound))
+        if undercut:
             run.notes.append(f"bound: {bound:.6g} for one or two chunks, {safe:.6g} for any chunking")
             bound = safe
-            if status is PlanStatus.OPTIMAL and penalised - safe > 1e-6 * max(1.0, abs(penalised)):
-                status = PlanStatus.FEASIBLE
+        # optimal when the plan meets the bound that holds for every chunking (a proof against a bound the
+        # chunkings undercut proves nothing)
+        if penalised - bound <= 1e-6 * max(1.0, abs(penalised)):
+            status = PlanStatus.OPTIMAL
+        elif undercut:
+            status = PlanStatus.FEASIBLE
     bound = min(bound, penalised)
     stats = SolveStats(
         wall_s=time.perf_counter() - run.t0,

@@ -273,3 +273,15 @@ def test_a_job_that_fits_only_in_two_chunks_is_planned_around_a_gap():
     # not interruptible: still left out, with the reason
     rigid = problem([region("A", prices)], [job("a", dur=4, n_slots=7)])
     assert solve(rigid, SolveParams(time_limit_s=1.0)).unplanned_reasons() == {"a": "invalid_prices"}
+
+
+def test_plans_use_any_split_of_an_interruptible_job_into_two_chunks():
+    # one cheap hour, then three: chunks of 1 and 3 hours (the model's own split is 2 + 2)
+    prices = [1, 100, 100, 1, 1, 1, 100, 100]
+    pb = problem([region("A", prices)], [job("a", dur=4, n_slots=8, interruptible=True, min_chunk_slots=1)])
+    exact = _exact_chunked(prices[:], dur=4, min_chunk=1, overhead=0, power_kw=0.7)  # at most 4 chunks here
+    plan = solve(pb, SolveParams(time_limit_s=2.0))
+    assert check_plan(pb, plan).ok
+    assert [(c.start_slot, c.end_slot) for c in plan.assignment_of("a").chunks] == [(0, 1), (3, 6)]
+    assert math.isclose(plan.objective, exact, rel_tol=1e-9)
+    assert plan.status is PlanStatus.OPTIMAL  # proved by the bound over every chunking
