@@ -286,7 +286,9 @@ def best_chunking(
     return best
 
 
-def chunked_floor(tb: Tables, m: Multipliers, above: np.ndarray | None = None) -> np.ndarray:
+def chunked_floor(
+    tb: Tables, m: Multipliers, above: np.ndarray | None = None, *, exact: bool = True
+) -> np.ndarray:
     """Per job row, its least priced value over every chunking the Problem allows [objective units].
 
     The planner's options hold interruptible jobs to one run or two chunks of fixed lengths; ``check_plan`` accepts
@@ -297,7 +299,7 @@ def chunked_floor(tb: Tables, m: Multipliers, above: np.ndarray | None = None) -
 
     ``above`` (per row), when given, skips the pairs where no chunking can go below it: the ``duration`` cheapest
     usable slots plus every negative one beyond them bound any chunking from below and are found by a sort; those
-    pairs get +inf.
+    pairs get +inf. With ``exact=False`` that sum is the answer (a lower bound found without the DP).
     """
     out = np.full(tb.J, np.inf)
     a = tb.slot_h * tb.weights(m.nu) + m.mu  # (R, T) per kW
@@ -313,11 +315,15 @@ def chunked_floor(tb: Tables, m: Multipliers, above: np.ndarray | None = None) -
             value = kw * a[rr, window] + g * m.lam[rr, h, window]
             usable = tb.valid[rr, window] & (tb.cap[rr, h, window] >= g) & (tb.kw_cap[rr, window] >= kw - 1e-9)
             value = np.where(usable, value, np.inf)
-            if above is not None:
+            if above is not None or not exact:
                 ordered = np.sort(value, axis=1)
                 rest = ordered[:, dur:]
                 low = ordered[:, :dur].sum(axis=1) + np.where(rest < 0, rest, 0.0).sum(axis=1)
-                keep = low < above[row] - 1e-9 * max(1.0, abs(float(above[row])))
+                if not exact:
+                    out[row] = min(out[row], float(low.min()))
+                    continue
+                limit = above[row] if above is not None else np.inf
+                keep = low < limit - 1e-9 * max(1.0, abs(float(limit)))
                 if not keep.any():
                     continue
                 value = value[keep]
@@ -326,13 +332,14 @@ def chunked_floor(tb: Tables, m: Multipliers, above: np.ndarray | None = None) -
     return out
 
 
-def valid_bound(tb: Tables, m: Multipliers) -> float:
+def valid_bound(tb: Tables, m: Multipliers, *, exact: bool = True) -> float:
     """Lagrangian bound at ``m`` that holds for the Problem as ``check_plan`` checks it: as :func:`evaluate`, with
-    each interruptible job at the lower of its best option and :func:`chunked_floor` (any number of chunks)."""
+    each interruptible job at the lower of its best option and :func:`chunked_floor` (any number of chunks; with
+    ``exact=False`` its quicker, weaker floor)."""
     value, _, best = evaluate(tb, m)
     if not tb.intr.any():
         return value
-    floor = chunked_floor(tb, m, above=best)
+    floor = chunked_floor(tb, m, above=best, exact=exact)
     return value - float((best - np.minimum(best, floor)).sum())
 
 

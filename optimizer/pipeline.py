@@ -177,6 +177,7 @@ class SolveRun:
     use_cpsat: bool  # CP-SAT tightens plan and bound at the end
     cand_ls: Candidates  # candidates the local search moves over
     m: Multipliers  # capacity prices: LP duals or Lagrange multipliers
+    reserve: float = 0.0  # time [s] kept after ``limit`` for the bound over every chunking
     lower: float = -np.inf  # best valid bound so far (at least the Lagrangian value at zero prices)
     lp_converged: bool = False
     info: dict[str, Any] = field(default_factory=dict)  # column generation's report

@@ -144,8 +144,9 @@ def start_run(tb: Tables, params: SolveParams, t0: float, t: float, phases: dict
     cls, rep, counts = build_classes(tb)
     # the bound over every chunking is computed at the end (finish_run): its time is kept from the start
     pairs = int(tb.allowed[tb.intr].any(axis=1).sum())
-    reserve = min(0.25 * params.time_limit_s, eval_s + CHUNK_BOUND_S_PER_PAIR * pairs) if pairs else 0.0
+    reserve = min(0.25 * params.time_limit_s, 0.05 + eval_s + CHUNK_BOUND_S_PER_PAIR * pairs) if pairs else 0.0
     return SolveRun(
+        reserve=reserve,
         tb=tb,
         params=params,
         t0=t0,
@@ -184,7 +185,8 @@ def finish_run(run: SolveRun, name: str) -> Plan:
     bound, status = run.bound, run.status
     if tb.intr.any():
         # the bounds above hold for runs of at most two chunks; the Problem allows any chunking
-        safe = valid_bound(tb, run.m)
+        # the DP where its time was kept, else the cheapest-slots floor (weaker, found by a sort)
+        safe = valid_bound(tb, run.m, exact=run.left() + run.reserve > 0.5 * run.reserve)
         undercut = safe < bound - 1e-9 * max(1.0, abs(bound))
         if undercut:
             run.notes.append(f"bound: {bound:.6g} for one or two chunks, {safe:.6g} for any chunking")
