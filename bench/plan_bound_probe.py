@@ -58,7 +58,8 @@ from optimizer.candidates import Candidates, place_fast
 from optimizer.cpsat import build_classes
 from optimizer.heuristic import greedy_order
 from optimizer.lp import column_generation
-from optimizer.tables import Segments, Tables, build_tables
+from optimizer.tables import Tables, build_tables
+from optimizer.windows import Segments
 
 
 def pair_columns(tb: Tables, r: int, h: int, cum_a: np.ndarray, pi: np.ndarray, is_rep: np.ndarray) -> list[tuple]:

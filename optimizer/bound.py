@@ -22,7 +22,8 @@ from typing import NamedTuple
 import numpy as np
 
 from optimizer.problem import ObjectiveKind
-from optimizer.tables import Segments, Tables
+from optimizer.tables import Tables
+from optimizer.windows import Segments
 
 
 @dataclass(slots=True)

@@ -72,7 +72,7 @@ def test_cost_cap_objective_is_reachable_from_the_environment_and_needs_its_cap(
     with pytest.raises(ValueError, match="GRIDSHIFT_OBJECTIVE=carbon_cost_cap needs GRIDSHIFT_COST_CAP"):
         Settings.from_env({"GRIDSHIFT_OBJECTIVE": "carbon_cost_cap"})
     for bad in ("-1", "inf"):
-        with pytest.raises(ValueError, match="GRIDSHIFT_COST_CAP.*>= 0"):
+        with pytest.raises(ValueError, match=r"GRIDSHIFT_COST_CAP.*>= 0"):
             Settings.from_env({"GRIDSHIFT_COST_CAP": bad})
     with pytest.raises(ValueError, match="GRIDSHIFT_COST_CAP"):
         Settings.from_env({"GRIDSHIFT_COST_CAP": "a lot"})
