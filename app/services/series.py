@@ -66,13 +66,18 @@ def hourly_series(
             best[point.ts] = (rank, point)
 
     ms = MarketSeries
-    for ts, value, unit, source, issued_at in session.execute(
+    rows = session.execute(
         select(ms.ts, ms.value, ms.unit, ms.source, ms.issued_at)
         .where(ms.zone == zone, ms.kind == kind, ms.ts >= start, ms.ts < end)
         .order_by(ms.ts, ms.id)
-    ):
-        rank = _PUBLISHED if issued_at is None else _IMPORTED_FORECAST
-        offer(rank, HourlyValue(ts, float(value), unit, source, issued_at))
+        .execution_options(yield_per=5000)  # streamed: a limited read stops after its last hour
+    )
+    with rows:
+        for ts, value, unit, source, issued_at in rows:
+            if limit is not None and not forecasts and len(best) == limit and ts not in best:
+                break  # rows come by hour: every later one lies past the limit
+            rank = _PUBLISHED if issued_at is None else _IMPORTED_FORECAST
+            offer(rank, HourlyValue(ts, float(value), unit, source, issued_at))
     if forecasts:
         unit = SERIES_UNITS.get(kind, "")
         for ts, value, model, issued_at in session.execute(
