@@ -81,6 +81,10 @@ def build_job(spec: JobSpec, *, namespace: str, image: str, resource_name: str, 
                     "restartPolicy": "Never",
                     "nodeSelector": node_selector,
                     "containers": [container],
+                    # a job gets its own variables only: no API token of the namespace's service account and no
+                    # *_SERVICE_HOST/_PORT variables of the namespace's other services
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
                 },
             },
         },

@@ -40,11 +40,11 @@ def probe(state_dir: str | None = None) -> str:
         "echo '== parent environ'; tr '\\0' '\\n' < /proc/$PPID/environ 2>&1",
         "echo '== parent cmdline'; tr '\\0' ' ' < /proc/$PPID/cmdline 2>&1; echo",
         "echo '== readable process environments'; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>/dev/null",
-        "echo '== other work dirs'; cat /tmp/gridshift-*/* 2>&1",
+        "echo '== other work dirs'; for d in /tmp/gridshift-*; do ls $d; cat $d/secret.txt; done 2>&1",
     ]
     if state_dir:
         lines.append(f"echo '== state dir'; grep -ra . {state_dir} 2>&1 | head -c 1000000")
-    return "; ".join(lines)
+    return "; ".join([*lines, "true"])
 
 
 def wait(connector: ClusterConnector, job_id: str, timeout_s: float = 60.0) -> RunStatus:
@@ -57,11 +57,19 @@ def wait(connector: ClusterConnector, job_id: str, timeout_s: float = 60.0) -> R
     raise AssertionError(f"{job_id} did not finish: {connector.poll(job_id)}")
 
 
+def section(output: str, name: str) -> str:
+    """The lines the probe printed under its ``== name`` heading (a line of its own)."""
+    lines = output.splitlines()
+    start = len(lines) - 1 - lines[::-1].index(f"== {name}")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("== ")), len(lines))
+    return "\n".join(lines[start + 1 : end])
+
+
 def assert_nothing_leaked(output: str, *, other_tenant: bool = True) -> None:
     assert "== env" in output, output[:2000]  # the probe ran
     for word in SECRET_WORDS:
         assert word not in output, f"the job saw the service's secret {word!r}"
-    env_part = output.split("== parent environ")[0]
+    env_part = section(output, "env")
     service_vars = [line for line in env_part.splitlines() if line.startswith("GRIDSHIFT_")
                     and not line.startswith(("GRIDSHIFT_RUN_KEY=", "GRIDSHIFT_CHUNK_"))]  # fmt: skip
     assert not service_vars, f"service variables in the job's environment: {service_vars}"
@@ -94,7 +102,7 @@ def test_a_local_job_sees_no_service_secret_and_nothing_of_another_tenants_run(
     output = local.log_path(bravo).read_text(errors="replace")
     root = os.geteuid() == 0
     assert_nothing_leaked(output, other_tenant=root)
-    env_lines = set(output.split("== parent environ")[0].splitlines())
+    env_lines = set(section(output, "env").splitlines())
     work = (read_json(local.run_dir(bravo) / "state.json") or {})["work_dir"]
     assert f"TMPDIR={work}" in env_lines and f"HOME={work}" in env_lines
     assert wait(local, alpha) is RunStatus.SUCCEEDED
@@ -111,9 +119,9 @@ def test_a_local_job_sees_no_service_secret_and_nothing_of_another_tenants_run(
         )
     assert alpha_state["run_user"] != (read_json(local.run_dir(bravo) / "state.json") or {})["run_user"]
     assert (
-        "Permission denied" in output.split("== other work dirs")[1]
+        "Permission denied" in section(output, "other work dirs")
     )  # alpha's work dir was there, and closed
-    assert "Permission denied" in output.split("== state dir")[1]
+    assert "Permission denied" in section(output, "state dir")
     for path in (state_dir, local.run_dir(alpha), local.run_dir(bravo)):
         mode = path.stat().st_mode
         assert path.stat().st_uid == 0 and not mode & 0o077, f"{path} is open to run users ({oct(mode)})"
@@ -156,3 +164,100 @@ def test_running_jobs_as_root_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         get_connector("local", {"state_dir": str(tmp_path), "run_as": "service_user"})
     assert info.value.field == "config.run_as"
+
+
+# -- Slurm (CLI and slurmrestd) and Ray: the real runtimes started by tests.runtimes.fixtures ----------------------
+
+
+def _slurm_output(config: dict, run_key: str, job_id: str, timeout_s: float = 10.0) -> str:
+    path = Path(config["workdir"]) / f"{run_key}-{job_id}.out"
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return path.read_text(errors="replace")
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("mode", ["cli", "rest"])
+def test_a_slurm_job_sees_no_service_secret(slurm_clusters: dict, service_env: None, mode: str) -> None:
+    config = slurm_clusters["gs-eu"].connector_config(mode)
+    Path(config["workdir"]).mkdir(parents=True, exist_ok=True)
+    slurm = get_connector("slurm", config)
+    run_key = f"gs-probe-{mode}-{int(time.time() * 1000) % 10**8}"
+    job_id = slurm.submit(JobSpec(run_key=run_key, name="probe", hardware="h100", gpu_count=1,
+                                  env={"JOB_OWN": "mine"}, command=probe()))  # fmt: skip
+    assert wait(slurm, job_id) is RunStatus.SUCCEEDED
+    output = _slurm_output(config, run_key, job_id)
+    assert_nothing_leaked(output, other_tenant=False)
+    env_part = section(output, "env")
+    assert "JOB_OWN=mine" in env_part and f"GRIDSHIFT_RUN_KEY={run_key}" in env_part
+    assert "TZ=UTC" not in env_part  # the sbatch process's own environment is not exported to the job
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_ray_job_sees_no_service_secret(ray_head, service_env: None) -> None:  # type: ignore[no-untyped-def]
+    ray = get_connector("ray", ray_head.connector_config())
+    run_key = f"gs-probe-ray-{int(time.time() * 1000) % 10**8}"
+    job_id = ray.submit(JobSpec(run_key=run_key, name="probe", hardware="h100", gpu_count=1,
+                                env={"JOB_OWN": "mine"}, command=probe()))  # fmt: skip
+    assert wait(ray, job_id, timeout_s=120) is RunStatus.SUCCEEDED
+    output = ray.client.get_job_logs(job_id)  # type: ignore[attr-defined]
+    assert_nothing_leaked(output, other_tenant=False)
+    assert "JOB_OWN=mine" in section(output, "env")
+
+
+def test_a_kubernetes_pod_gets_only_the_jobs_variables_and_no_service_account_token(service_env: None) -> None:
+    from connectors.kubernetes import build_job
+
+    spec = JobSpec(run_key="gs-k8s-1", name="k", hardware="h100", command="env", env={"JOB_OWN": "mine"})
+    manifest = build_job(spec, namespace="ns", image="busybox", resource_name="nvidia.com/gpu", node_selector={},
+                         queue=None, hold=False)  # fmt: skip
+    pod = manifest["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert {e["name"]: e["value"] for e in container["env"]} == {"JOB_OWN": "mine", "GRIDSHIFT_RUN_KEY": "gs-k8s-1"}
+    assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
+    assert not any(word in str(manifest) for word in SECRET_WORDS)
+
+
+# -- the documented limit: one Slurm account, or one Ray cluster, is one trust domain (docs/security.md) -----------
+
+
+def _alpha_spec(run_key: str) -> JobSpec:
+    return JobSpec(run_key=run_key, name="alpha", hardware="h100", gpu_count=1, env={"ALPHA_TOKEN": ALPHA_SECRET},
+                   command="sleep 20")  # fmt: skip
+
+
+@pytest.mark.slurm
+@pytest.mark.xfail(strict=True, reason="jobs of one Slurm account can read each other's batch scripts (their env)")
+def test_a_slurm_job_cannot_read_another_jobs_script(slurm_clusters: dict) -> None:
+    config = slurm_clusters["gs-eu"].connector_config("cli")
+    Path(config["workdir"]).mkdir(parents=True, exist_ok=True)
+    slurm = get_connector("slurm", config)
+    tail = int(time.time() * 1000) % 10**8
+    alpha = slurm.submit(_alpha_spec(f"gs-alpha-s-{tail}"))
+    try:
+        run_key = f"gs-bravo-s-{tail}"
+        bravo = slurm.submit(JobSpec(run_key=run_key, name="b", hardware="h100", gpu_count=0,
+                                     command=f"scontrol write batch_script {alpha} - 2>&1; true"))  # fmt: skip
+        assert wait(slurm, bravo) is RunStatus.SUCCEEDED
+        assert ALPHA_SECRET not in _slurm_output(config, run_key, bravo)
+    finally:
+        slurm.cancel(alpha)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="any job of a Ray cluster can read every job's runtime_env (Jobs API)")
+def test_a_ray_job_cannot_read_another_jobs_env(ray_head) -> None:  # type: ignore[no-untyped-def]
+    ray = get_connector("ray", ray_head.connector_config())
+    tail = int(time.time() * 1000) % 10**8
+    alpha = ray.submit(_alpha_spec(f"gs-alpha-r-{tail}"))
+    try:
+        read = f"import urllib.request; print(urllib.request.urlopen('{ray_head.dashboard_url}/api/jobs/').read())"
+        bravo = ray.submit(JobSpec(run_key=f"gs-bravo-r-{tail}", name="b", hardware="h100", gpu_count=1,
+                                   command=f"python3 -c \"{read}\""))  # fmt: skip
+        assert wait(ray, bravo, timeout_s=120) is RunStatus.SUCCEEDED
+        assert ALPHA_SECRET not in ray.client.get_job_logs(bravo).split("Running entrypoint")[-1].split("\n", 1)[-1]  # type: ignore[attr-defined]
+    finally:
+        ray.cancel(alpha)
