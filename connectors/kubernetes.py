@@ -104,7 +104,7 @@ class KubernetesConnector:
                 "default": None,
                 "description": "API server URL; else kubeconfig",
             },
-            "token": {"type": ["string", "null"], "default": None},
+            "token": {"type": ["string", "null"], "default": None, "secret": True},
             "verify_ssl": {"type": "boolean", "default": True},
             "kubeconfig": {"type": ["string", "null"], "default": None},
             "context": {"type": ["string", "null"], "default": None},

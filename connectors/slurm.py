@@ -95,7 +95,7 @@ class SlurmConnector:
             "workdir": {"type": "string", "default": "/tmp"},
             "rest_url": {"type": ["string", "null"], "default": None},
             "rest_user": {"type": ["string", "null"], "default": None},
-            "rest_token": {"type": ["string", "null"], "default": None},
+            "rest_token": {"type": ["string", "null"], "default": None, "secret": True},
             "energy_from_accounting": {"type": "boolean", "default": False},
             "timeout_s": {"type": "number", "minimum": 0.1, "default": 15.0},
         },
