@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
@@ -50,7 +49,7 @@ _PAGE_ROWS = 5000
 
 def _market_rows(
     session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, hours: int | None,
-) -> Iterator[Row[Any]]:
+) -> Iterator[Row[datetime, float, str, str, datetime | None]]:
     """The ``market_series`` rows of (zone, kind) in [start, end) by hour; with ``hours``, those of the first ones.
 
     A limited read pages by hour (keyset on ``ts``, ``_PAGE_ROWS`` rows a query) and stops after its last hour, so
