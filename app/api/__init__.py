@@ -126,7 +126,7 @@ def _authenticate() -> Response | None:
                 request.headers.get("X-CSRF-Token", ""), session.get("csrf")
             ):
                 return problem(403, "Forbidden", "missing or wrong X-CSRF-Token header")
-            g.principal = auth_service.load_principal(db, int(session["token_id"]))
+            g.principal = auth_service.web_session_principal(db, session.get("sid"), session.get("token_id"))
         else:
             raise Unauthorized()
     except Unauthorized as exc:

@@ -86,11 +86,19 @@ class ClusterIn(Schema):
                           metadata={"description": "credentials, stored encrypted and never returned"})
 
 
+def _redacted(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    from connectors.registry import credential_fields
+
+    hidden = set(credential_fields(kind, config))
+    return {k: ("***" if k in hidden else v) for k, v in config.items()}
+
+
 class ClusterOut(Schema):
     name = fields.String()
     region = fields.Function(lambda c: c.region.code)
     kind = fields.String()
-    config = fields.Dict()
+    # a credential stored in config before config refused them is never echoed
+    config = fields.Function(lambda c: _redacted(c.kind, c.config or {}), metadata={"type": "object"})
     enabled = fields.Boolean()
     has_secrets = fields.Function(lambda c: c.secrets_encrypted is not None, dump_only=True)
 

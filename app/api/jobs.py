@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, jsonify, request
+from flask import Response, current_app, jsonify, request
 from flask_smorest import Blueprint
 
 from app import extensions
@@ -24,7 +24,7 @@ def submit(data: dict[str, Any]) -> Any:
     """Submit one job."""
     p = writer()
     db = extensions.db_session()
-    _batch, ids = svc.submit_jobs(db, p, [data], prefix="")
+    _batch, ids = svc.submit_jobs(db, p, [data], prefix="", keys=extensions.settings().encryption_keys)
     db.commit()
     return svc.get_job(db, p, ids[0])
 
@@ -43,14 +43,14 @@ def submit_batch(data: dict[str, Any]) -> Any:
         )
     db = extensions.db_session()
     key = request.headers.get("Idempotency-Key")
-    digest = svc.request_hash(request.get_json(silent=True)) if key else ""
+    digest = svc.request_hash(request.get_json(silent=True), current_app.config["SECRET_KEY"]) if key else ""
     if key:
         if len(key) > 200:
             raise ValidationFailed("bad header", [FieldError("Idempotency-Key", "at most 200 characters")])
         seen = svc.find_idempotent(db, p.tenant_id, key, digest)
         if seen is not None:
             return seen.response, seen.status_code
-    batch_id, ids = svc.submit_jobs(db, p, data["jobs"])
+    batch_id, ids = svc.submit_jobs(db, p, data["jobs"], keys=settings.encryption_keys)
     body = {"batch_id": batch_id, "count": len(ids), "job_ids": ids}
     if key:
         svc.remember_idempotent(db, p.tenant_id, key, digest, 201, body)

@@ -70,9 +70,11 @@ class PlanHeadOut(Schema):
     solver = fields.String()
     trigger = fields.String()
     status = fields.String()
-    objective_value = fields.Float(allow_none=True)
-    best_bound = fields.Float(allow_none=True)
-    gap_pct = fields.Float(allow_none=True)
+    objective_value = fields.Float(allow_none=True, metadata={
+        "description": "operator admins: the plan's objective over the fleet; anyone else: over their own jobs "
+                       "(their cost, or CO2 [kg] for a carbon objective; null for a weighted one)"})
+    best_bound = fields.Float(allow_none=True, metadata={"description": "the fleet's bound; operator admins only"})
+    gap_pct = fields.Float(allow_none=True, metadata={"description": "the fleet's gap; operator admins only"})
     is_current = fields.Boolean()
     pruned_at = fields.DateTime(format="iso", allow_none=True, metadata={
         "description": "when the retention clean-up deleted this superseded plan's assignment rows that no run "

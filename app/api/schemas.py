@@ -71,6 +71,10 @@ class JobIn(Schema):
     command = Text(validate=validate.Length(max=20_000))
     image = Text(validate=validate.Length(max=500))
     env = fields.Dict(keys=Text(validate=validate.Length(1, 200)), values=Text(validate=validate.Length(max=10_000)))
+    secret_env = fields.Dict(
+        keys=Text(validate=validate.Length(1, 200)), values=Text(validate=validate.Length(max=10_000)), load_only=True,
+        metadata={"description": "variables holding credentials: stored encrypted, given to the job's process only, "
+                                 "never returned (answers say has_secret_env)"})
 
     @validates_schema
     def _work(self, data, **_kw):  # type: ignore[no-untyped-def]
@@ -105,6 +109,8 @@ class JobOut(Schema):
     command = fields.String(allow_none=True)
     image = fields.String(allow_none=True)
     env = fields.Dict(keys=fields.String(), values=fields.String())
+    has_secret_env = fields.Function(lambda j: j.secret_env_encrypted is not None, metadata={
+        "type": "boolean", "description": "the job has secret variables (never shown)"})
     state = fields.Enum(JobState, by_value=True)
     state_reason = fields.String(allow_none=True)
     resume_at = fields.DateTime(
@@ -148,6 +154,7 @@ def job_json(job: Any) -> dict[str, Any]:
         "command": job.command,
         "image": job.image,
         "env": {str(k): str(v) for k, v in (job.env or {}).items()},
+        "has_secret_env": job.secret_env_encrypted is not None,
         "state": job.state.value,
         "state_reason": job.state_reason,
         "resume_at": None if job.resume_at is None else job.resume_at.isoformat(),

@@ -10,13 +10,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, joinedload
 
 from app.db import utcnow
 from app.enums import Role
 from app.errors import Conflict, FieldError, NotFound, Unauthorized, ValidationFailed
-from app.models import ApiToken, Tenant
+from app.models import ApiToken, Tenant, WebSession
 
 TOKEN_PREFIX = "gs"
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -193,3 +193,39 @@ def load_principal(session: Session, token_id: int, *, now: datetime | None = No
     if row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
         raise Unauthorized("session expired or token revoked")
     return principal_for(row)
+
+
+# --- dashboard sessions, kept server side so that signing out ends them ------------------------------------------
+
+#: A dashboard session lasts at most this long, however it is replayed [s].
+WEB_SESSION_MAX_AGE_S = 12 * 3600
+
+
+def open_web_session(session: Session, token_id: int, *, now: datetime | None = None) -> str:
+    """Record a new dashboard session of ``token_id``; returns its id for the cookie (only its hash is stored)."""
+    now = now or utcnow()
+    session.execute(delete(WebSession).where(
+        WebSession.token_id == token_id, WebSession.created_at < now - timedelta(seconds=WEB_SESSION_MAX_AGE_S)))
+    sid = secrets.token_urlsafe(32)
+    session.add(WebSession(sid_hash=hash_token(sid), token_id=token_id, created_at=now))
+    session.commit()
+    return sid
+
+
+def web_session_principal(session: Session, sid: object, token_id: object, *, now: datetime | None = None) -> Principal:
+    """The principal of a live dashboard session: its row exists (not signed out), is young enough and belongs to
+    ``token_id``, and that token is neither revoked nor expired. Anything else is Unauthorized."""
+    now = now or utcnow()
+    if not isinstance(sid, str) or not sid or not isinstance(token_id, int):
+        raise Unauthorized("signed out or session expired")
+    row = session.scalar(select(WebSession).where(WebSession.sid_hash == hash_token(sid)))
+    if row is None or row.token_id != token_id or row.created_at <= now - timedelta(seconds=WEB_SESSION_MAX_AGE_S):
+        raise Unauthorized("signed out or session expired")
+    return load_principal(session, token_id, now=now)
+
+
+def end_web_session(session: Session, sid: object) -> None:
+    """Sign out: the session's row goes, so a copy of its cookie is worth nothing."""
+    if isinstance(sid, str) and sid:
+        session.execute(delete(WebSession).where(WebSession.sid_hash == hash_token(sid)))
+        session.commit()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import uuid
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from sqlalchemy import insert, literal, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload
 
+from app import crypto
 from app.db import is_postgresql, utcnow
 from app.enums import TERMINAL_JOB_STATES, JobState
 from app.errors import Conflict, FieldError, NotFound, ValidationFailed
@@ -146,14 +148,18 @@ def submit_jobs(
     *,
     now: datetime | None = None,
     prefix: str = "jobs",
+    keys: tuple[str, ...] = (),
 ) -> tuple[str, list[int]]:
-    """Store a whole batch in one transaction; returns (batch id, job ids in input order)."""
+    """Store a whole batch in one transaction; returns (batch id, job ids in input order). A job's ``secret_env`` is
+    stored encrypted with the newest of ``keys`` (app/crypto.py), never in clear."""
     now = now or utcnow()
     rows = [values.as_row() for values in validate_batch(items, snapshot(session), now, prefix=prefix)]
     batch_id = uuid.uuid4().hex
-    for row in rows:
+    for row, item in zip(rows, items, strict=True):
+        secret_env = item.get("secret_env") or None
         row.update(tenant_id=principal.tenant_id, batch_id=batch_id, state=JobState.PENDING,
-                   created_at=now, updated_at=now)
+                   created_at=now, updated_at=now,
+                   secret_env_encrypted=crypto.encrypt_json(keys, secret_env) if secret_env else None)  # fmt: skip
     ids = _insert_jobs(session, rows)
     # one "submitted" event per job of the batch, written by the database in one statement
     events = JobEvent.__table__.c
@@ -184,8 +190,12 @@ def _insert_jobs(session: Session, rows: list[dict[str, Any]]) -> list[int]:
     return list(session.scalars(insert(Job).returning(Job.id, sort_by_parameter_order=True), rows))
 
 
-def request_hash(payload: Any) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+def request_hash(payload: Any, key: str | bytes = b"") -> str:
+    """Fingerprint of a request body for Idempotency-Key: an HMAC under the service's secret key, since the body
+    may hold secrets (``secret_env``) and a plain hash of a short secret can be guessed from the database."""
+    raw = key.encode() if isinstance(key, str) else key
+    body = json.dumps(payload, sort_keys=True, default=str).encode()
+    return hmac.new(raw, body, hashlib.sha256).hexdigest()
 
 
 def find_idempotent(session: Session, tenant_id: int, key: str, payload_hash: str) -> IdempotencyKey | None:

@@ -52,11 +52,12 @@ def _finish(session, settings, run_id: int) -> None:  # type: ignore[no-untyped-
     session.expire_all()
 
 
-def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings, small_fleet, tmp_path):
+def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings, small_fleet, tmp_path,
+                                                              job_writable):
     tenant_id = auth.create_tenant(session, "team-a").id
     add_local_clusters(session, tmp_path)
     add_market(session, "DE", 100.0, 300.0)
-    log = tmp_path / "chunks.log"
+    log = job_writable / "chunks.log"
     job = add_job(session, tenant_id, interruptible=True,
                   command=f'echo "$GRIDSHIFT_CHUNK_INDEX/$GRIDSHIFT_CHUNK_COUNT $GRIDSHIFT_CHUNK_END" >> {log}')
     t0 = utcnow()
