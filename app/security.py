@@ -257,6 +257,7 @@ PROBLEM_SCHEMA = {
         "title": {"type": "string"},
         "status": {"type": "integer"},
         "detail": {"type": "string"},
+        "error_count": {"type": "integer", "description": "how many errors in all; `errors` lists the first 100"},
         "errors": {
             "type": "array",
             "items": {

@@ -74,10 +74,13 @@ def test_expensive_requests_of_a_tenant_are_capped_in_number(make_app, session, 
     assert ticket is not None
     busy = client.post("/api/v1/plans/preview", json=job_payload(now), headers=bearer(token))
     assert busy.status_code == 429 and busy.headers["Retry-After"] == "1"
-    assert client.post("/api/v1/jobs/batch", json={"jobs": [job_payload(now)]}, headers=bearer(token)).status_code == 429
-    assert client.post("/api/v1/jobs/batch", json={"jobs": [job_payload(now)]}, headers=bearer(other)).status_code == 201
+    big = {"jobs": [job_payload(now)] * 80}  # > 10 kB: expensive
+    assert client.post("/api/v1/jobs/batch", json=big, headers=bearer(token)).status_code == 429
+    assert client.post("/api/v1/jobs/batch", json=big, headers=bearer(other)).status_code == 201
+    small = {"jobs": [job_payload(now)] * 3}  # a small batch is not expensive work: no slot needed
+    assert client.post("/api/v1/jobs/batch", json=small, headers=bearer(token)).status_code == 201
     slots.release(f"tenant:{tenant_id}", ticket)
-    assert client.post("/api/v1/jobs/batch", json={"jobs": [job_payload(now)]}, headers=bearer(token)).status_code == 201
+    assert client.post("/api/v1/jobs/batch", json=big, headers=bearer(token)).status_code == 201
 
 
 def test_invalid_batches_draw_on_the_budget_by_size(make_app, session, small_fleet, now):
