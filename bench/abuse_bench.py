@@ -284,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     env = prepare(args.database_url, redis_url=args.redis_url, n_tokens=1)
     flood_token = _flood_tenant(env)
     workdir = Path(tempfile.mkdtemp(prefix="gs-abuse-"))
+    workdir.chmod(0o755)  # nginx's workers (nobody, when started as root) keep their temp files under it
     gunicorn = nginx = None
     out: dict[str, Any] = {"seconds": args.seconds, "cost_limits": not args.no_cost_limits,
                            "load": os.getloadavg()[0], "trials": {}}
