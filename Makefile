@@ -8,7 +8,7 @@ DEMO_DATA := $(if $(wildcard $(SHARED_DATA)/harmonized/DE_hourly.csv.gz),--data 
 PYTEST_ARGS ?=
 
 .PHONY: venv run seed test test-db lint typecheck bench-api bench-plan bench-forecast bench-dispatch bench-faults \
-        bench-load bench-profile bench-web bench-replay bench-slurm-submit bench-retention bench-bound screenshots \
+        bench-load bench-abuse bench-profile bench-web bench-replay bench-slurm-submit bench-retention bench-bound screenshots \
         test-connectors bench-api-faults compose-check clean
 
 $(BIN)/.installed: pyproject.toml
@@ -64,6 +64,8 @@ bench-faults: venv
 	$(BIN)/python bench/faults.py
 bench-load: venv
 	$(BIN)/python bench/load_bench.py --json
+bench-abuse: venv
+	$(BIN)/python bench/abuse_bench.py --json
 bench-api-faults: venv
 	$(BIN)/python bench/api_faults.py --json
 bench-profile: venv

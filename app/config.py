@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -51,6 +52,14 @@ class Settings:
     page_size_max: int = 500
     rate_limit: str = "600 per minute"
     rate_limit_storage_url: str = "memory://"
+    # proxies whose X-Forwarded-For is believed (addresses or CIDR networks, e.g. "172.28.0.10,10.0.0.0/8")
+    trusted_proxies: tuple[str, ...] = ()
+    # per tenant, whichever of its tokens asks: the budget of expensive work (units of ~10 ms CPU; "" turns it off),
+    # how many expensive requests may run at once, how long a monthly report answer is reused [s]
+    cost_budget: str = "600 per minute"
+    cost_concurrency: int = 2
+    report_cache_s: float = 60.0
+    max_tokens_per_tenant: int = 50  # live (unrevoked, unexpired) API tokens a tenant may hold
     auth_cache_s: float = 5.0  # how long a process trusts a resolved bearer token (0: ask the database every time)
     runtime_timeout_s: float = 30.0
     local_runtime_dir: Path = Path("var/runs")
@@ -59,6 +68,13 @@ class Settings:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for proxy in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"GRIDSHIFT_TRUSTED_PROXIES (Settings.trusted_proxies): {proxy!r} is not an address or a network"
+                ) from None
         try:
             object.__setattr__(self, "objective", ObjectiveKind(self.objective))
         except ValueError:

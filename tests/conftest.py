@@ -144,6 +144,7 @@ def job_payload(now: datetime, **over: object) -> dict[str, object]:
         "reference_gpu_hours": 8.0,
         "release_at": now.isoformat(),
         "deadline_at": (now + timedelta(hours=24)).isoformat(),
+        "command": "python train.py",
     }
     body.update(over)
     return body

@@ -9,8 +9,9 @@ from flask_smorest import Blueprint
 
 from app import extensions
 from app.api import principal
-from app.api.access import writer
+from app.api.access import first, writer
 from app.api.schemas import BatchIn, BatchOut, EventOut, JobIn, JobOut, JobPage, JobQuery, RunOut, job_json
+from app.costs import batch_units, costly
 from app.errors import FieldError, ValidationFailed
 from app.services import jobs as svc
 
@@ -18,6 +19,7 @@ blp = Blueprint("jobs", __name__, url_prefix="/api/v1/jobs", description="Deferr
 
 
 @blp.route("", methods=["POST"])
+@first(writer)
 @blp.arguments(JobIn)
 @blp.response(201, JobOut)
 def submit(data: dict[str, Any]) -> Any:
@@ -30,6 +32,8 @@ def submit(data: dict[str, Any]) -> Any:
 
 
 @blp.route("/batch", methods=["POST"])
+@first(writer)
+@costly("batch", units=batch_units)
 @blp.arguments(BatchIn)
 @blp.response(201, BatchOut)
 @blp.doc(parameters=[{"in": "header", "name": "Idempotency-Key", "schema": {"type": "string", "maxLength": 200}}])

@@ -14,8 +14,9 @@ from marshmallow import EXCLUDE, Schema, fields, validate
 
 from app import extensions
 from app.api import principal
-from app.api.access import operator, writer
+from app.api.access import first, operator, writer
 from app.api.schemas import JobIn, Text
+from app.costs import costly
 from app.db import utcnow
 from app.errors import ServiceError
 from app.services import audit, jobs, plan_history
@@ -181,6 +182,8 @@ def get_plan(plan_id: int) -> Any:
 
 
 @blp.route("", methods=["POST"])
+@first(operator)
+@costly("replan")
 @blp.response(201, PlanOut)
 def replan() -> Any:
     """Re-plan the fleet now (operator admin). Jobs that have not started may move. Answers with the new plan; one
@@ -195,6 +198,8 @@ def replan() -> Any:
 
 
 @blp.route("/preview", methods=["POST"])
+@first(writer)
+@costly("preview")
 @blp.arguments(JobIn)
 @blp.response(200, PreviewOut)
 def preview(data: dict[str, Any]) -> Any:

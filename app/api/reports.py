@@ -11,6 +11,7 @@ from marshmallow import Schema, fields, validate
 from app import extensions
 from app.api import principal
 from app.api.schemas import CODE
+from app.costs import costly
 from app.services import report_export, reports
 
 blp = Blueprint("reports", __name__, url_prefix="/api/v1", description="Receipts and monthly reports")
@@ -91,6 +92,7 @@ def _report(q: dict[str, Any]) -> reports.MonthlyReport:
 
 
 @blp.route("/reports/monthly")
+@costly("report", cached=True)
 @blp.arguments(ReportQuery, location="query")
 @blp.response(200, ReportOut)
 def monthly(q: dict[str, Any]) -> Any:
@@ -102,6 +104,7 @@ def monthly(q: dict[str, Any]) -> Any:
 
 
 @blp.route("/reports/monthly.csv")
+@costly("report", cached=True)
 @blp.arguments(ReportQuery, location="query")
 @blp.response(200, content_type="text/csv")
 def monthly_csv(q: dict[str, Any]) -> Response:
@@ -112,6 +115,7 @@ def monthly_csv(q: dict[str, Any]) -> Response:
 
 
 @blp.route("/reports/monthly.pdf")
+@costly("report.pdf", cached=True)
 @blp.arguments(ReportQuery, location="query")
 @blp.response(200, content_type="application/pdf")
 def monthly_pdf(q: dict[str, Any]) -> Response:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session, joinedload
 
 from app.db import utcnow
@@ -77,11 +77,21 @@ def issue_token(
     *,
     expires_in: timedelta | None = None,
     now: datetime | None = None,
+    max_live: int | None = None,
 ) -> tuple[ApiToken, str]:
-    """Create a token; returns the row and the plaintext, which is never stored and never shown again."""
+    """Create a token; returns the row and the plaintext, which is never stored and never shown again.
+
+    With ``max_live``, a tenant that already holds that many live (unrevoked, unexpired) tokens gets a Conflict:
+    every token has its own request budget, so minting tokens would multiply a tenant's share of the service.
+    """
+    now = now or utcnow()
+    if max_live is not None and count_live_tokens(session, tenant.id, now) >= max_live:
+        raise Conflict(
+            f"tenant {tenant.slug!r} already holds {max_live} live tokens, the most it may; revoke one first",
+            [FieldError("name", f"at most {max_live} live tokens per tenant")],
+        )
     prefix = secrets.token_hex(4)
     plaintext = f"{TOKEN_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
-    now = now or utcnow()
     row = ApiToken(
         tenant_id=tenant.id,
         name=name,
@@ -94,6 +104,17 @@ def issue_token(
     session.add(row)
     session.flush()
     return row, plaintext
+
+
+def count_live_tokens(session: Session, tenant_id: int, now: datetime) -> int:
+    """How many of a tenant's tokens are neither revoked nor expired."""
+    return session.scalar(
+        select(func.count(ApiToken.id)).where(
+            ApiToken.tenant_id == tenant_id,
+            ApiToken.revoked_at.is_(None),
+            or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now),
+        )
+    ) or 0
 
 
 def list_tokens(session: Session, tenant_id: int) -> list[ApiToken]:

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, joinedload
 from app import crypto
 from app.db import is_postgresql, utcnow
 from app.enums import TERMINAL_JOB_STATES, JobState
-from app.errors import Conflict, FieldError, NotFound, ValidationFailed
+from app.errors import MAX_ERRORS, Conflict, FieldError, NotFound, ValidationFailed
 from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Region, Run
 from app.services import audit
 from app.services.assignments import current_plan_id
@@ -128,16 +128,22 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
 def validate_batch(
     items: Sequence[dict[str, Any]], fleet: FleetSnapshot, now: datetime, *, prefix: str = "jobs"
 ) -> list[JobValues]:
-    """Normalise and check every item; raises ValidationFailed listing every bad item's fields."""
-    rows, errors = [], []
+    """Normalise and check every item; raises ValidationFailed listing the first ``MAX_ERRORS`` bad fields and
+    counting all of them (the answer's size does not grow with the batch)."""
+    rows: list[dict[str, Any]] = []
+    errors: list[FieldError] = []
+    count = bad = 0
     for i, item in enumerate(items):
         row = normalise(item, now)
         _elig, errs = check_job(row, fleet, prefix=f"{prefix}[{i}]." if prefix else "")
-        errors.extend(errs)
+        if errs:
+            bad += 1
+            count += len(errs)
+            errors.extend(errs[: MAX_ERRORS - len(errors)])
         rows.append(row)
     if errors:
-        bad = len({e.field.split(".")[0] for e in errors})
-        raise ValidationFailed(f"{bad} of {len(items)} jobs are invalid; nothing was stored", errors)
+        raise ValidationFailed(f"{bad} of {len(items)} jobs are invalid; nothing was stored", errors,
+                               error_count=count)
     return [JobValues.from_fields(row) for row in rows]
 
 

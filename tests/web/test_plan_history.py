@@ -66,7 +66,8 @@ def seeded(live_server: LiveServer, _db_settings: Settings) -> Seeded:
     jobs = {}
     for tenant in ("ml-platform", "render-farm"):
         body = {"name": f"hist-{tenant}", "gpu_count": 2, "reference_gpu_hours": 4,
-                "release_at": day.isoformat(), "deadline_at": (day + timedelta(days=1)).isoformat()}
+                "release_at": day.isoformat(), "deadline_at": (day + timedelta(days=1)).isoformat(),
+                "command": "python train.py"}
         jobs[tenant] = _api(live_server, tenant, "POST", "/api/v1/jobs", json=body).json()["id"]
     older = _api(live_server, "ops", "POST", "/api/v1/plans", json={}).json()["id"]
     newest = _api(live_server, "ops", "POST", "/api/v1/plans", json={}).json()["id"]
