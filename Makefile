@@ -101,8 +101,10 @@ screenshots: venv
 test-connectors: venv
 	$(BIN)/pytest -q tests/connectors $(PYTEST_ARGS)
 
+## The compose file is valid with .env (cp .env.example .env), or with .env.example's placeholders on a clean clone.
+COMPOSE_ENV := $(if $(wildcard .env),.env,.env.example)
 compose-check:
-	docker-compose config -q
+	docker-compose --env-file $(COMPOSE_ENV) config -q
 
 clean:
 	rm -rf var .pytest_cache .ruff_cache .mypy_cache
