@@ -83,7 +83,9 @@ def test_lock_covers_every_extra_and_make_installs_from_it() -> None:
         assert re.search(rf"^{target}:", MAKEFILE, flags=re.M), target
     for script in (".ci/run", ".ci/runtimes.sh"):
         code = [line.split("#")[0] for line in (REPO / script).read_text().splitlines()]
-        assert not any("pip install" in line for line in code), f"{script}: the Python environment comes from make"
+        assert not any("pip install" in line for line in code), (
+            f"{script}: the Python environment comes from make"
+        )
 
 
 def test_make_run_takes_host_and_port() -> None:

@@ -51,7 +51,9 @@ def test_the_two_commands_are_make_targets() -> None:
     commands = re.findall(r"^make (\w+)", bash_blocks(section("The two commands"))[0], flags=re.M)
     assert commands == ["run", "test"]
     for target in commands:
-        assert re.search(rf"^{target}:", makefile, flags=re.M), f"README's `make {target}` is not a Makefile target"
+        assert re.search(rf"^{target}:", makefile, flags=re.M), (
+            f"README's `make {target}` is not a Makefile target"
+        )
 
 
 @pytest.fixture
@@ -81,7 +83,9 @@ def run_readme(script: str, address: str, cwd: Path, env: dict[str, str] | None 
     script = script.replace("localhost:8000", address).replace("127.0.0.1:8000", address)
     res = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, capture_output=True, text=True,
                          timeout=60, env={"PATH": "/usr/local/bin:/usr/bin:/bin", **(env or {})})  # fmt: skip
-    assert res.returncode == 0, f"README commands failed:\n{script}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}"
+    assert res.returncode == 0, (
+        f"README commands failed:\n{script}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}"
+    )
     return res.stdout
 
 
@@ -105,7 +109,7 @@ def test_first_job_runs_to_success(demo_server: tuple[str, Settings], tmp_path: 
         assert replan.replan_new_work(session, settings) is not None
         session.commit()
         job = session.get(Job, job_id)
-        assert job is not None and job.command and job.state == JobState.PLANNED, (job and job.state_reason)
+        assert job is not None and job.command and job.state == JobState.PLANNED, job and job.state_reason
         start = session.scalar(select(Assignment.start_at).where(Assignment.job_id == job_id)
                                .order_by(Assignment.id.desc()))  # fmt: skip
         assert start is not None and start.replace(tzinfo=UTC) <= datetime.now(UTC)  # planned to run now
@@ -114,7 +118,9 @@ def test_first_job_runs_to_success(demo_server: tuple[str, Settings], tmp_path: 
         ticked = claim.tick(session, settings, now=datetime.now(UTC), worker="readme-test")
         assert ticked.to_submit
         for run_id in ticked.to_submit:
-            submit.submit_run(session, settings, run_id, now=datetime.now(UTC), worker="readme-test", fresh=True)
+            submit.submit_run(
+                session, settings, run_id, now=datetime.now(UTC), worker="readme-test", fresh=True
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             sync.sync(session, settings, now=datetime.now(UTC))
