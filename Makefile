@@ -23,15 +23,17 @@ $(UV):
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q 'uv==$(UV_VERSION)'
 
+LOCK_HINT := { echo "make: if uv.lock needs to be updated (pyproject.toml changed), run: make lock" >&2; exit 1; }
+
 $(BIN)/.installed: uv.lock pyproject.toml | $(UV)
-	$(UV_SYNC) --extra dev
+	$(UV_SYNC) --extra dev || $(LOCK_HINT)
 	touch $@
 
 venv: $(BIN)/.installed
 
 ## The cluster runtimes' SDKs (Ray, Kubernetes) from the same lock; without them their tests skip, saying why.
 runtimes: venv
-	$(UV_SYNC) --extra dev --extra runtimes
+	$(UV_SYNC) --extra dev --extra runtimes || $(LOCK_HINT)
 
 ## uv.lock: `make lock` after editing pyproject.toml's dependencies (keeps every other pin),
 ## `make lock-upgrade` to move every pin to the newest allowed release, `make lock-check` (CI) to fail when
@@ -41,7 +43,7 @@ lock: $(UV)
 lock-upgrade: $(UV)
 	$(UV) lock --upgrade
 lock-check: $(UV)
-	$(UV) lock --check
+	$(UV) lock --check || $(LOCK_HINT)
 
 seed: venv
 	$(BIN)/gridshift db upgrade
