@@ -1,17 +1,19 @@
-"""The ``gridshift`` command. Sub-commands live in app/commands/ (every module there exposing ``command``)."""
+"""The ``gridshift`` command. Command groups live in app/commands/ and are listed in :data:`COMMAND_GROUPS`."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 import sys
 from datetime import timedelta
 from pathlib import Path
 
 import click
 
+from app.commands import forecast, hardware, keys
 from app.config import Settings
+
+#: Every command group of app/commands/, added to ``gridshift`` (tests/app/test_wiring.py checks the list).
+COMMAND_GROUPS: tuple[click.Group, ...] = (forecast.command, hardware.command, keys.command)
 
 
 def _settings() -> Settings:
@@ -225,12 +227,9 @@ def run(host: str, port: int, concurrency: int) -> None:
 
 
 def _register_commands() -> None:
-    import app.commands as pkg
-
-    for mod in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        command = getattr(importlib.import_module(f"app.commands.{mod.name}"), "command", None)
-        if command is not None:
-            main.add_command(command)
+    """Add every group of :data:`COMMAND_GROUPS` (declared, not discovered: a test checks none is left off)."""
+    for command in COMMAND_GROUPS:
+        main.add_command(command)
 
 
 _register_commands()
