@@ -108,7 +108,7 @@ def profile(workload_class: str, hardware: str, steps_per_s: float | None, power
                 from app.services.dispatch.submit import connector_for
                 from connectors.base import JobSpec
 
-                c = find_cluster(s, cluster)
+                c = find_cluster(s, cluster or "")
                 if c is None:
                     raise click.ClickException(f"cluster {cluster!r} not found")
                 key = f"gs-profile-{hardware}-{datetime.now(UTC):%Y%m%d%H%M%S}".lower()

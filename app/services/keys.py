@@ -11,7 +11,7 @@ from app.models import Cluster
 
 def key_status(session: Session, keys: tuple[str, ...]) -> list[tuple[str, int | None, bool]]:
     """``(cluster name, index of the key that opens its secrets or None, has secrets)``, by name."""
-    out = []
+    out: list[tuple[str, int | None, bool]] = []
     for row in session.scalars(select(Cluster).order_by(Cluster.name)):
         if row.secrets_encrypted is None:
             out.append((row.name, None, False))
