@@ -193,3 +193,16 @@ def load_principal(session: Session, token_id: int, *, now: datetime | None = No
     if row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
         raise Unauthorized("session expired or token revoked")
     return principal_for(row)
+
+
+def local_principal(session: Session, tenant: str | None = None) -> Principal:
+    """Who the ``gridshift`` command acts as on this host (it holds the database URL, so it is trusted): an admin of
+    ``tenant``, or without one an admin of the operator tenant, who sees every tenant's work."""
+    row: Tenant | None
+    if tenant is not None:
+        row = get_tenant(session, tenant)
+    else:
+        row = session.scalar(select(Tenant).where(Tenant.is_operator.is_(True)).order_by(Tenant.id).limit(1))
+    if row is None:
+        return Principal(0, "local", 0, "cli", Role.ADMIN, True)
+    return Principal(row.id, row.slug, 0, "cli", Role.ADMIN, tenant is None or row.is_operator)

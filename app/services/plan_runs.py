@@ -140,6 +140,21 @@ def execute(session: Session, settings: Settings, run_id: int, *, on_phase: Call
     return run
 
 
+def dry_run(session: Session, settings: Settings, *, objective: str | None = None,
+            on_phase: Callable[[str], None] | None = None, now: datetime | None = None) -> dict[str, Any]:
+    """Plan the fleet as a re-plan would and return its :func:`summary`, then roll back: nothing is stored, no job
+    changes state (``gridshift plan --dry-run``)."""
+    try:
+        record = replan_service.replan(session, settings_for(settings, objective), "dry-run", now=now or utcnow(),
+                                       on_phase=on_phase)
+        plan = session.get(Plan, record.plan_id)
+        assert plan is not None  # flushed in this transaction
+        out = {**summary(plan), "plan_id": None, "is_current": False, "dry_run": True}
+    finally:
+        session.rollback()
+    return out
+
+
 def summary(plan: Plan) -> dict[str, Any]:
     """A stored plan against running every job now: cost, carbon, energy, jobs, gap and solve time."""
     stats = plan.stats or {}
