@@ -39,6 +39,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_schedule": beat_schedule(settings),
         "task_default_queue": "gridshift",
         "task_always_eager": False,
+        # logging stays as app.logs configured it (GRIDSHIFT_LOG_FORMAT / _LEVEL), JSON included
+        "worker_hijack_root_logger": False,
     }
 
 
