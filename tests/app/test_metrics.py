@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -62,6 +63,10 @@ def test_a_scrape_reports_plans_dispatch_forecasts_and_http(app, client, session
     listed = (("endpoint", "/api/v1/jobs"), ("method", "GET"), ("status", "200"))
     assert got[("gridshift_http_requests_total", listed)] >= 1
     assert got[("gridshift_http_request_duration_seconds_count", (("endpoint", "/api/v1/jobs"), ("method", "GET")))] >= 1
+    # the Grafana dashboard in the repository reads only metrics that a scrape has
+    dashboard = (REPO / "deploy" / "grafana" / "gridshift.json").read_text()
+    wanted = set(re.findall(r"gridshift_[a-z_]+", dashboard)) - {"gridshift_ops"}
+    assert wanted and wanted <= {name for name, _ in got}, wanted - {name for name, _ in got}
 
 
 def test_metrics_are_guarded_by_token_or_loopback(settings):  # type: ignore[no-untyped-def]
