@@ -76,6 +76,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_queue": "gridshift",
         "worker_consumer": "app.celery_app:BrokerLossConsumer",
         "task_always_eager": False,
+        # logging stays as app.logs configured it (GRIDSHIFT_LOG_FORMAT / _LEVEL), JSON included
+        "worker_hijack_root_logger": False,
     }
 
 

@@ -64,6 +64,14 @@ class Settings:
     runtime_timeout_s: float = 30.0
     local_runtime_dir: Path = Path("var/runs")
     session_cookie_secure: bool = False
+    # /metrics: a bearer token scrapes must carry (empty: none), else loopback clients only unless this is false
+    metrics_token: str = ""
+    metrics_loopback_only: bool = True
+    # gunicorn's workers share their HTTP counts through this folder; read from PROMETHEUS_MULTIPROC_DIR, the
+    # variable prometheus_client itself reads (a GRIDSHIFT_ name would not reach the library)
+    metrics_multiproc_dir: Path | None = None
+    log_format: str = "text"  # text or json (one JSON object a line, with request and run ids)
+    log_level: str = "INFO"
     testing: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -75,6 +83,11 @@ class Settings:
                 raise ValueError(
                     f"GRIDSHIFT_TRUSTED_PROXIES (Settings.trusted_proxies): {proxy!r} is not an address or a network"
                 ) from None
+        if self.log_format not in ("text", "json"):
+            raise ValueError(f"GRIDSHIFT_LOG_FORMAT (Settings.log_format): {self.log_format!r} is not text or json")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError(f"GRIDSHIFT_LOG_LEVEL (Settings.log_level): {self.log_level!r} is not DEBUG, INFO, "
+                             "WARNING, ERROR or CRITICAL")
         try:
             object.__setattr__(self, "objective", ObjectiveKind(self.objective))
         except ValueError:
@@ -128,11 +141,15 @@ class Settings:
             name = key[len("GRIDSHIFT_") :].lower()
             if name == "shared_data" or name.startswith("test_"):
                 continue  # read by tests and benches only
+            if name == "metrics_multiproc_dir":
+                raise ValueError(f"{key}: set PROMETHEUS_MULTIPROC_DIR instead (prometheus_client reads it itself)")
             if name not in known:
                 raise ValueError(f"{key}: unknown setting; known: {', '.join(sorted(k.upper() for k in known))}")
             values[name] = _coerce(key, known[name].type, raw)
             if name == "plan_retention_days" and values[name] < 0:
                 raise ValueError(f"{key}: must be 0 (keep every plan's rows) or a number of days, got {raw!r}")
+        if env.get("PROMETHEUS_MULTIPROC_DIR"):
+            values["metrics_multiproc_dir"] = Path(env["PROMETHEUS_MULTIPROC_DIR"])
         values.update(overrides)
         return replace(cls(), **values)
 

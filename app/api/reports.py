@@ -52,6 +52,9 @@ class ReportOut(Schema):
     rows = fields.List(fields.Nested(ReportRowOut))
     total = fields.Nested(ReportRowOut)
     generated_at = fields.DateTime(format="iso")
+    market_data = fields.String(metadata={"description": "real, replayed, synthetic or mixed market data"})
+    data_notice = fields.String(allow_none=True, metadata={
+        "description": "what is not live market data about the month's series (replayed or synthetic); null if real"})
 
 
 class ReceiptFiguresOut(Schema):

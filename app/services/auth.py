@@ -250,3 +250,14 @@ def end_web_session(session: Session, sid: object) -> None:
     if isinstance(sid, str) and sid:
         session.execute(delete(WebSession).where(WebSession.sid_hash == hash_token(sid)))
         session.commit()
+def local_principal(session: Session, tenant: str | None = None) -> Principal:
+    """Who the ``gridshift`` command acts as on this host (it holds the database URL, so it is trusted): an admin of
+    ``tenant``, or without one an admin of the operator tenant, who sees every tenant's work."""
+    row: Tenant | None
+    if tenant is not None:
+        row = get_tenant(session, tenant)
+    else:
+        row = session.scalar(select(Tenant).where(Tenant.is_operator.is_(True)).order_by(Tenant.id).limit(1))
+    if row is None:
+        return Principal(0, "local", 0, "cli", Role.ADMIN, True)
+    return Principal(row.id, row.slug, 0, "cli", Role.ADMIN, tenant is None or row.is_operator)

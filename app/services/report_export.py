@@ -19,6 +19,8 @@ CSV_COLUMNS = (
     "month", "tenant", "region", "currency", "jobs", "metered_jobs", "energy_kwh", "cost", "carbon_kg",
     "carbon_market_kg", "run_now_cost", "run_now_carbon_kg", "saving_cost", "saving_carbon_kg", "saving_pct",
 )
+#: The last column: real, replayed or synthetic market data behind the figures (app.services.provenance).
+PROVENANCE_COLUMN = "market_data"
 
 
 def _fmt(value: object) -> str:
@@ -37,9 +39,9 @@ def to_csv(report: MonthlyReport) -> str:
     """The report as CSV text: a header, one line per (tenant, region), and a final ``all`` line."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow((*CSV_COLUMNS, PROVENANCE_COLUMN))
     for row in (*report.rows, report.total):
-        writer.writerow([_fmt(v) for v in row_values(row)])
+        writer.writerow([*(_fmt(v) for v in row_values(row)), report.market_data])
     return buf.getvalue()
 
 
@@ -66,6 +68,8 @@ def _summary_page(report: MonthlyReport) -> Figure:
         f"saving vs run-now: {t.saving_carbon_kg:,.1f} kg",
         f"Generated {report.generated_at:%Y-%m-%d %H:%M} UTC",
     ]
+    if report.data_notice:
+        fig.text(0.04, 0.90, report.data_notice[:160], fontsize=10, color="#b00020", weight="bold")
     for i, line in enumerate(lines):
         fig.text(0.04, 0.88 - 0.035 * i, line, fontsize=11)
     regions = _by_region(report)

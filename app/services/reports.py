@@ -46,6 +46,7 @@ from app.errors import FieldError, NotFound, ValidationFailed
 from app.models import Assignment, Cluster, EnergyContract, Job, Region, Run, Tenant
 from app.services.assignments import current_plan_id
 from app.services.auth import Principal
+from app.services.provenance import market_provenance
 
 METERED, PLANNED = "metered", "planned"
 TENANT_CURRENCY_DEFAULT = "EUR"  # tenants.reporting_currency of a tenant with no currency of its own
@@ -126,6 +127,8 @@ class MonthlyReport:
     rows: tuple[ReportRow, ...]
     total: ReportRow
     generated_at: datetime
+    market_data: str = "real"  # real, replayed, synthetic or mixed (app.services.provenance)
+    data_notice: str | None = None  # one sentence saying so, when the month's market data is not real
 
 
 def month_range(month: str | None, now: datetime | None = None) -> tuple[str, datetime, datetime]:
@@ -443,4 +446,5 @@ def monthly_report(
         for t, r in sorted(groups)
     )
     total = _sum_row(label, scope, "all", currency, entries)
-    return MonthlyReport(label, start, end, currency, scope, rows, total, now or utcnow())
+    origin = market_provenance(session, start, end)
+    return MonthlyReport(label, start, end, currency, scope, rows, total, now or utcnow(), origin.kind, origin.notice)

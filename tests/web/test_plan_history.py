@@ -4,6 +4,7 @@ one past plan opened by its link, fleet figures for operator admins only, and a 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,6 +44,19 @@ def _api(server: LiveServer, tenant: str, method: str, path: str, **kw: Any) -> 
     return resp
 
 
+def _replan(server: LiveServer) -> int:
+    """A manual re-plan through the API: 202, then its run polled until the worker stored the plan; the plan's id."""
+    resp = _api(server, "ops", "POST", "/api/v1/plans", json={})
+    assert resp.status_code == 202
+    for _ in range(600):
+        run = _api(server, "ops", "GET", resp.headers["Location"]).json()
+        if run["state"] not in ("queued", "running"):
+            assert run["state"] == "succeeded", run
+            return int(run["plan_id"])
+        time.sleep(0.2)
+    raise AssertionError(f"plan run {resp.json()['id']} did not finish")
+
+
 @pytest.fixture(scope="module")
 def seeded(live_server: LiveServer, _db_settings: Settings) -> Seeded:
     """Besides the demo seed's plan: 20 older nightly plans written straight to the database (so the history has a
@@ -69,8 +83,8 @@ def seeded(live_server: LiveServer, _db_settings: Settings) -> Seeded:
                 "release_at": day.isoformat(), "deadline_at": (day + timedelta(days=1)).isoformat(),
                 "command": "python train.py"}
         jobs[tenant] = _api(live_server, tenant, "POST", "/api/v1/jobs", json=body).json()["id"]
-    older = _api(live_server, "ops", "POST", "/api/v1/plans", json={}).json()["id"]
-    newest = _api(live_server, "ops", "POST", "/api/v1/plans", json={}).json()["id"]
+    older = _replan(live_server)
+    newest = _replan(live_server)
 
     items = []
     cursor = None

@@ -42,7 +42,11 @@ const GS = (() => {
     const t0 = Date.now();
     busyCount += 1;
     el.hidden = false;
-    const tick = () => { span.textContent = `${label} … ${((Date.now() - t0) / 1000).toFixed(0)} s`; };
+    // label: a string, or a function giving the current one (a polled run's phase and progress)
+    const tick = () => {
+      const text = typeof label === "function" ? label() : label;
+      span.textContent = `${text} … ${((Date.now() - t0) / 1000).toFixed(0)} s`;
+    };
     tick();
     clearInterval(busyTimer);
     busyTimer = setInterval(tick, 500);

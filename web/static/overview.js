@@ -10,6 +10,8 @@
     return;
   }
   document.getElementById("ov-now").textContent = `As of ${GS.fmtTime(data.now)}.`;
+  const notice = document.getElementById("data-notice");  // replayed or synthetic series are labelled as such
+  if (data.data_notice) { notice.textContent = data.data_notice; notice.hidden = false; }
   box.innerHTML = data.regions.length ? "" : '<p class="muted">No regions yet: an operator adds them (or run <code>gridshift demo seed</code>).</p>';
   const layout = (title, unit, range) => ({
     title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 10, t: 34, b: 30 },

@@ -176,12 +176,27 @@
   }
   olderBtn.addEventListener("click", () => loadHistory(false));
 
+  // A re-plan is a run: POST answers 202 at once; the run is polled until a worker has stored its plan.
+  let replanLabel = "Re-planning the fleet";
+  async function replanRun() {
+    let run = await GS.api("POST", "/api/v1/plans", {});
+    while (run.state === "queued" || run.state === "running") {
+      replanLabel = run.state === "queued" ? "Re-plan queued (waiting for a worker)"
+        : `Re-planning the fleet: ${run.phase} ${Math.round(run.progress * 100)} %`;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      run = await GS.api("GET", `/api/v1/plans/runs/${run.id}`);
+    }
+    replanLabel = "Re-planning the fleet";
+    if (run.plan_id === null) throw new Error(`re-plan failed: ${run.error || "no plan"}`);
+    return GS.api("GET", `/api/v1/plans/${run.plan_id}`);
+  }
+
   const btn = $("replan-btn");
   if (btn) {
     btn.addEventListener("click", async () => {
       btn.disabled = true;
       try {
-        const plan = await GS.busy("Re-planning the fleet (solver running)", () => GS.api("POST", "/api/v1/plans", {}));
+        const plan = await GS.busy(() => replanLabel, replanRun);
         if (viewId !== null) { viewId = null; window.history.replaceState(null, "", "/ui/plan"); }
         render(plan);
         loadHistory(true);

@@ -29,7 +29,8 @@
       const t = rep.total;
       $("report-total").innerHTML = `<p id="report-summary">${GS.esc(rep.month)} · ${GS.esc(rep.tenant)}: <b>${t.jobs}</b> jobs
         (${t.metered_jobs} metered), <b>${GS.num(t.energy_kwh, 1)} kWh</b>, <b>${GS.num(t.cost, 2)} ${cur}</b>,
-        <b>${GS.num(t.carbon_kg, 1)} kg CO2</b>; saving against run-now ${GS.num(t.saving_cost, 2)} ${cur} and ${GS.num(t.saving_carbon_kg, 1)} kg CO2.</p>`;
+        <b>${GS.num(t.carbon_kg, 1)} kg CO2</b>; saving against run-now ${GS.num(t.saving_cost, 2)} ${cur} and ${GS.num(t.saving_carbon_kg, 1)} kg CO2.</p>`
+        + (rep.data_notice ? `<p id="report-notice" class="data-notice" role="note">${GS.esc(rep.data_notice)}</p>` : "");
     } catch (err) {
       tb.innerHTML = `<tr><td colspan="10" class="error">${GS.esc(err.describe ? err.describe() : err)}</td></tr>`;
     }
