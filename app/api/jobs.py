@@ -62,7 +62,10 @@ def submit_batch(data: dict[str, Any]) -> Any:
 @blp.arguments(JobQuery, location="query")
 @blp.response(200, JobPage)
 def list_jobs(q: dict[str, Any]) -> Any:
-    """The caller's jobs, newest first; follow ``next_cursor`` for the next page."""
+    """The caller's jobs, newest first; follow ``next_cursor`` for the next page.
+
+    Operator admins and read-only operators list every tenant's jobs (``tenant`` picks one).
+    """
     flt = svc.JobFilter(
         state=[s.value for s in q.get("state", [])],
         region=q.get("region"),
@@ -70,15 +73,18 @@ def list_jobs(q: dict[str, Any]) -> Any:
         deadline_from=q.get("deadline_from"),
         deadline_to=q.get("deadline_to"),
         batch_id=q.get("batch_id"),
+        tenant=q.get("tenant"),
     )
-    items, nxt = svc.list_jobs(extensions.db_session(), principal(), flt, limit=q["limit"], cursor=q.get("cursor"))
-    return jsonify({"items": [job_json(j) for j in items], "next_cursor": nxt})
+    db, p = extensions.db_session(), principal()
+    items, nxt = svc.list_jobs(db, p, flt, limit=q["limit"], cursor=q.get("cursor"))
+    return jsonify({"items": [job_json(j) for j in items], "next_cursor": nxt,
+                    "tenants": svc.tenant_slugs(db, p, items)})
 
 
 @blp.route("/<int:job_id>", methods=["GET"])
 @blp.response(200, JobOut)
 def get(job_id: int) -> Response:
-    """One job of the caller's tenant (404 for any other)."""
+    """One job of the caller's tenant (404 for any other); operators (admin, read-only) read any tenant's."""
     return jsonify(job_json(svc.get_job(extensions.db_session(), principal(), job_id)))
 
 
