@@ -49,6 +49,7 @@ class Settings:
     max_batch_jobs: int = 10_000
     max_content_length: int = 32 * 1024 * 1024
     page_size_max: int = 500
+    log_max_bytes: int = 1024 * 1024  # most of a run's log one request returns [bytes]
     rate_limit: str = "600 per minute"
     rate_limit_storage_url: str = "memory://"
     auth_cache_s: float = 5.0  # how long a process trusts a resolved bearer token (0: ask the database every time)

@@ -25,6 +25,7 @@ from connectors.base import (
     RunStatus,
     RuntimeState,
     estimate_energy,
+    read_tail,
 )
 
 __all__ = ["SlurmConnector", "map_state", "parse_gres"]
@@ -195,6 +196,14 @@ class SlurmConnector:
                                job["start_time"], finished)  # fmt: skip
 
     # -- submission ----------------------------------------------------------------------------------------
+    def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
+        """Tail of the job's output file, ``<workdir>/<job name>-<job id>.out`` (read where the workdir is shared
+        with this host, as on the one-node clusters; None when the file is not reachable here)."""
+        job = self._job(runtime_job_id)
+        if job is None or not job.get("name"):
+            return None
+        return read_tail(f"{self.config['workdir']}/{job['name']}-{runtime_job_id}.out", max_bytes)
+
     def _script(self, spec: JobSpec) -> str:
         exports = "".join(f"export {k}={_sh_quote(v)}\n" for k, v in sorted(spec.env.items()) if _is_name(k))
         return f"#!/bin/sh\nexport GRIDSHIFT_RUN_KEY={spec.run_key}\n{exports}{spec.command}\n"

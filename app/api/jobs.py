@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Response, jsonify, request
 from flask_smorest import Blueprint
+from marshmallow import EXCLUDE, Schema, fields, validate
 
 from app import extensions
 from app.api import principal
@@ -13,6 +14,7 @@ from app.api.access import writer
 from app.api.schemas import BatchIn, BatchOut, EventOut, JobIn, JobOut, JobPage, JobQuery, RunOut, job_json
 from app.errors import FieldError, ValidationFailed
 from app.services import jobs as svc
+from app.services import run_logs
 
 blp = Blueprint("jobs", __name__, url_prefix="/api/v1/jobs", description="Deferrable GPU jobs")
 
@@ -100,6 +102,34 @@ def events(job_id: int) -> Any:
 def runs(job_id: int) -> Any:
     """The job's dispatch attempts, oldest first: cluster, runtime id, times, exit code, energy, cost and CO2."""
     return svc.list_runs(extensions.db_session(), principal(), job_id)
+
+
+class LogQuery(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    tail_bytes = fields.Integer(validate=validate.Range(min=0), metadata={
+        "description": "the last this many bytes (at most GRIDSHIFT_LOG_MAX_BYTES, the default)"})
+    tail_lines = fields.Integer(validate=validate.Range(min=0, max=100_000), metadata={
+        "description": "the last this many lines (of at most GRIDSHIFT_LOG_MAX_BYTES)"})
+    download = fields.Boolean(load_default=False, metadata={"description": "as an attachment"})
+
+
+@blp.route("/<int:job_id>/runs/<int:run_id>/log", methods=["GET"])
+@blp.arguments(LogQuery, location="query")
+@blp.response(200, content_type="text/plain")
+def run_log(q: dict[str, Any], job_id: int, run_id: int) -> Response:
+    """The tail of a run's output (stdout and stderr) from its runtime, as text.
+
+    ``X-Log-Truncated: true`` says that older output was left out. 404 when the runtime gives no log for the run
+    (not submitted yet, or a runtime without logs); 503 when the runtime cannot be reached.
+    """
+    log = run_logs.run_log(extensions.db_session(), extensions.settings(), principal(), job_id, run_id,
+                           tail_bytes=q.get("tail_bytes"), tail_lines=q.get("tail_lines"))
+    headers = {"X-Log-Truncated": "true" if log.truncated else "false", "Cache-Control": "no-store"}
+    if q["download"]:
+        headers["Content-Disposition"] = f'attachment; filename="job-{job_id}-run-{run_id}.log"'
+    return Response(log.text, mimetype="text/plain", headers=headers)
 
 
 @blp.route("/<int:job_id>/cancel", methods=["POST"])
