@@ -7,6 +7,7 @@ Timings are measured by bench/plan_page_bench.py, not here: these tests check be
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,8 @@ from sqlalchemy import select
 
 from app import create_app
 from app.db import utcnow
-from app.enums import RunState
-from app.models import Cluster, Run
+from app.enums import JobState, RunState
+from app.models import Assignment, Cluster, Job, Run
 from bench.plan_page_bench import seed_plan
 from tests.web.conftest import shot, sign_in
 
@@ -111,3 +112,28 @@ def test_job_page_follows_a_running_jobs_log(page, live_server, big_plan, _db_se
         f.write("epoch 2 loss 0.5\n")
     page.wait_for_function("() => document.getElementById('log').textContent.includes('epoch 2 loss 0.5')", timeout=15_000)
     assert page.get_attribute("#log-download", "href").endswith("/log?download=true")
+
+
+def test_receipt_of_a_short_job_that_finished_early_is_honest(page, live_server, big_plan, _db_settings):
+    """A job planned for hours ran 20 s: its receipt compares those 20 s with the same 20 s run at release."""
+    app = create_app(_db_settings)
+    job_id = big_plan[1]  # a render-farm job
+    with app.extensions["gridshift"].sessions() as db:
+        cluster = db.scalar(select(Cluster).where(Cluster.kind == "local"))
+        job = db.get(Job, job_id)
+        a = db.scalar(select(Assignment).where(Assignment.job_id == job_id))
+        start = a.start_at
+        db.add(Run(job_id=job_id, assignment_id=a.id, cluster_id=cluster.id, run_key="browser-short",
+                   runtime_job_id="browser-short", state=RunState.SUCCEEDED, started_at=start,
+                   finished_at=start + timedelta(seconds=20), energy_kwh=0.0027, energy_source="nvml"))
+        job.state = JobState.SUCCEEDED
+        db.commit()
+    app.extensions["gridshift"].engine.dispose()
+    sign_in(page, live_server, "render-farm", f"/ui/jobs/{job_id}")
+    page.wait_for_selector("#receipt-table")
+    assert page.locator("#receipt-basis").inner_text() == "metered"
+    assert "the same metered work" in page.locator("#receipt-run-now").inner_text()
+    energy = page.locator("#receipt-table tbody tr").first.locator("td").all_inner_texts()
+    assert energy[0] == energy[1]  # this job and run now: the same facility energy, not the planned hours
+    assert "Saving" in page.locator("#receipt-table thead").inner_text()
+    shot(page, "receipt-short-job")

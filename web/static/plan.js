@@ -166,9 +166,13 @@
     btn.addEventListener("click", async () => {
       btn.disabled = true;
       try {
-        await GS.busy("Re-planning the fleet (solver running)", () => GS.api("POST", "/api/v1/plans", {}), { limit_s: window.GS_PLAN_LIMIT_S });
+        const plan = await GS.busy("Re-planning the fleet (solver running)", () => GS.api("POST", "/api/v1/plans", {}),
+          { limit_s: Number(btn.dataset.limitS) || null });
         if (viewId !== null) { viewId = null; window.history.replaceState(null, "", "/ui/plan"); }
         await load();
+        if (plan && plan.gap_pct !== null && plan.gap_pct !== undefined) {
+          GS.flash(`Re-planned: plan #${plan.id}, ${plan.status}, gap ${GS.num(plan.gap_pct, 2)} %`);
+        }
         if (window.GSHistory) window.GSHistory.load(true);
       } catch (err) {
         $("plan-summary").textContent = err.describe ? err.describe() : String(err);
