@@ -50,6 +50,7 @@ class Settings:
     max_batch_jobs: int = 10_000
     max_content_length: int = 32 * 1024 * 1024
     page_size_max: int = 500
+    log_max_bytes: int = 1024 * 1024  # most of a run's log one request returns [bytes]
     rate_limit: str = "600 per minute"
     rate_limit_storage_url: str = "memory://"
     # proxies whose X-Forwarded-For is believed (addresses or CIDR networks, e.g. "172.28.0.10,10.0.0.0/8")

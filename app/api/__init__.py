@@ -56,9 +56,22 @@ def blueprints() -> list[Any]:
 
     Imported here, not at the top: the blueprint modules import :func:`principal` and :func:`problem` from this one.
     """
-    from app.api import fleet, forecasts, health, jobs, market, overview, plans, profiles, reports, tokens
+    from app.api import (
+        fleet,
+        forecasts,
+        health,
+        jobs,
+        market,
+        overview,
+        plan_pages,
+        plans,
+        profiles,
+        reports,
+        tokens,
+    )
 
-    return [m.blp for m in (fleet, forecasts, health, jobs, market, overview, plans, profiles, reports, tokens)]
+    return [m.blp for m in (fleet, forecasts, health, jobs, market, overview, plans, plan_pages, profiles, reports,
+                            tokens)]
 
 
 def problem(

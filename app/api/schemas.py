@@ -109,6 +109,7 @@ class BatchIn(Schema):
 
 class JobOut(Schema):
     id = fields.Integer()
+    tenant_id = fields.Integer(metadata={"description": "the owning tenant (operators list every tenant's jobs)"})
     name = fields.String()
     workload_class = fields.Enum(WorkloadClass, by_value=True)
     gpu_count = fields.Integer()
@@ -154,6 +155,7 @@ def job_json(job: Any) -> dict[str, Any]:
     ref_hours = job.reference_gpu_hours
     return {
         "id": job.id,
+        "tenant_id": job.tenant_id,
         "name": job.name,
         "workload_class": job.workload_class.value,
         "gpu_count": job.gpu_count,
@@ -186,6 +188,8 @@ def job_json(job: Any) -> dict[str, Any]:
 class JobPage(Schema):
     items = fields.List(fields.Nested(JobOut))
     next_cursor = fields.String(allow_none=True)
+    tenants = fields.Dict(keys=fields.String(), values=fields.String(), metadata={
+        "description": "tenant id -> slug of the listed jobs; operators (admin, read-only) only, empty else"})
 
 
 class BatchOut(Schema):
@@ -204,6 +208,8 @@ class JobQuery(Schema):
     deadline_from = Aware()
     deadline_to = Aware()
     batch_id = Text(validate=validate.Length(max=64))
+    tenant = Text(validate=validate.Length(min=1, max=63), metadata={
+        "description": "operators (admin, read-only) only: one tenant's jobs instead of every tenant's"})
     cursor = Text(validate=validate.Length(max=64))
     limit = fields.Integer(validate=validate.Range(min=1, max=500), load_default=100)
 

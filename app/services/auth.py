@@ -43,6 +43,16 @@ class Principal:
         return self.is_operator and self.role == Role.ADMIN
 
     @property
+    def sees_fleet(self) -> bool:
+        """An admin or read-only token of the operator tenant: reads every tenant's jobs, runs, receipts and plans
+        (an operator member submits work of its own and sees only that)."""
+        return self.is_operator and self.role in (Role.ADMIN, Role.READONLY)
+
+    def can_see(self, tenant_id: int) -> bool:
+        """Whether this caller may read work of ``tenant_id``."""
+        return tenant_id == self.tenant_id or self.sees_fleet
+
+    @property
     def actor(self) -> str:
         return f"{self.tenant_slug}/{self.token_name}"
 

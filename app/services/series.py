@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
@@ -123,3 +123,32 @@ def hourly_series(
             offer(_RUN_FORECAST, HourlyValue(ts, float(value), unit, f"forecast:{model}", issued_at))
     out = [best[ts][1] for ts in sorted(best)]
     return out if limit is None else out[:limit]
+
+
+def hour_weights(started: datetime, finished: datetime) -> dict[datetime, float]:
+    """Share of an interval's time in each UTC hour it touches [fraction, sums to 1]."""
+    first = started.replace(minute=0, second=0, microsecond=0)
+    total = (finished - started).total_seconds()
+    if total <= 0:
+        return {first: 1.0}
+    out: dict[datetime, float] = {}
+    hour = first
+    while hour < finished:
+        nxt = hour + timedelta(hours=1)
+        overlap = (min(nxt, finished) - max(hour, started)).total_seconds()
+        if overlap > 0:
+            out[hour] = overlap / total
+        hour = nxt
+    return out
+
+
+def priced(values: dict[datetime, float], started: datetime, finished: datetime, energy_kwh: float) -> float | None:
+    """``energy_kwh`` drawn evenly from ``started`` to ``finished`` times the hourly ``values`` [per MWh, or g/kWh],
+    divided by 1000 (cost in the series' currency, or kg). An hour without a value takes the mean of those with one;
+    None when no hour of the interval has a value."""
+    weights = hour_weights(started, finished)
+    known = [values[h] for h in weights if h in values]
+    if not known:
+        return None
+    fallback = sum(known) / len(known)
+    return energy_kwh * sum(w * values.get(h, fallback) for h, w in weights.items()) / 1000.0
