@@ -18,10 +18,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.db import Base, utcnow
+from app.db import Base, JSONType, utcnow
 from app.enums import (
     ForecastRunStatus,
     JobState,
+    PlanRunState,
     PlanStatus,
     ProfileSource,
     Role,
@@ -287,6 +288,25 @@ class Plan(Base):
     pruned_at: Mapped[datetime | None]
     assignments: Mapped[list[Assignment]] = relationship(back_populates="plan", cascade="all, delete-orphan")
     unplanned: Mapped[list[UnplannedJob]] = relationship(cascade="all, delete-orphan")
+
+
+class PlanRun(Base):
+    """A plan someone asked for (``POST /api/v1/plans``), run by a worker; polled until it is done."""
+
+    __tablename__ = "plan_runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    trigger: Mapped[str] = mapped_column(String(32), default="manual")
+    objective: Mapped[str | None] = mapped_column(String(32))  # None: the configured objective
+    requested_by: Mapped[str | None] = mapped_column(String(200))
+    state: Mapped[PlanRunState] = mapped_column(_enum(PlanRunState, "plan_run_state"), default=PlanRunState.QUEUED)
+    phase: Mapped[str] = mapped_column(String(32), default="queued")  # queued, problem, solve, store, done
+    progress: Mapped[float] = mapped_column(Float, default=0.0)  # 0..1
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id", ondelete="SET NULL"))
+    error: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
 
 class Assignment(Base):

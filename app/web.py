@@ -163,7 +163,7 @@ def job_page(job_id: int) -> Response | str:
 
 @bp.route("/ui/plan")
 def plan_page() -> Response | str:
-    return _page("plan")
+    return _page("plan", plan_time_limit_s=extensions.settings().plan_time_limit_s)
 
 
 @bp.route("/ui/reports")

@@ -32,6 +32,7 @@ from connectors.base import (
     RunStatus,
     RuntimeState,
     estimate_energy,
+    read_tail,
     vendor_of,
 )
 
@@ -154,6 +155,10 @@ class LocalConnector:
     def log_path(self, runtime_job_id: str) -> Path:
         """File holding the run's stdout and stderr."""
         return self.run_dir(runtime_job_id) / "job.log"
+
+    def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
+        """Tail of the run's ``job.log`` (stdout and stderr)."""
+        return read_tail(self.log_path(runtime_job_id), max_bytes)
 
     # -- protocol ------------------------------------------------------------------------------------------
     def capacity(self) -> Capacity:

@@ -78,14 +78,16 @@ def get_connector(kind: str, config: Mapping[str, Any] | None = None) -> Cluster
         raise ConfigError(
             f"unknown connector kind {kind!r}; known kinds: {', '.join(sorted(_REGISTRY))}", field="kind"
         ) from None
+    # The config is checked first: a wrong field is named whether or not this machine has the kind's SDK.
+    checked = validate_config(cls.config_schema, config or {}, kind=kind)
     if not cls.enabled():
         raise ConfigError(
             f"connector kind {kind!r} is not available here: its SDK or CLI is missing "
-            "(pip install 'gridshift[runtimes]', or install the runtime's client tools)",
+            "(install the runtimes extra: `make runtimes`, or pip install 'gridshift[runtimes]'; "
+            "or the runtime's client tools)",
             field="kind",
             kind=kind,
         )
-    checked = validate_config(cls.config_schema, config or {}, kind=kind)
     return cls(checked)
 
 

@@ -25,6 +25,7 @@ from connectors.base import (
     RunStatus,
     RuntimeState,
     estimate_energy,
+    read_tail,
 )
 
 __all__ = ["SlurmConnector", "map_state", "parse_gres"]
@@ -200,6 +201,14 @@ class SlurmConnector:
                                job["start_time"], finished)  # fmt: skip
 
     # -- submission ----------------------------------------------------------------------------------------
+    def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
+        """Tail of the job's output file, ``<workdir>/<job name>-<job id>.out`` (read where the workdir is shared
+        with this host, as on the one-node clusters; None when the file is not reachable here)."""
+        job = self._job(runtime_job_id)
+        if job is None or not job.get("name"):
+            return None
+        return read_tail(f"{self.config['workdir']}/{job['name']}-{runtime_job_id}.out", max_bytes)
+
     def _script(self, spec: JobSpec) -> str:
         """The batch script: it sets the job's whole environment (the submission exports none: ``--export=NONE``)."""
         env = {**JOB_BASE_ENV, **spec.env, "GRIDSHIFT_RUN_KEY": spec.run_key}

@@ -188,6 +188,11 @@ def list_clusters(session: Session) -> list[Cluster]:
     return list(session.scalars(select(Cluster).order_by(Cluster.name)))
 
 
+def find_cluster(session: Session, name: str) -> Cluster | None:
+    """The cluster called ``name``, or None."""
+    return session.scalar(select(Cluster).where(Cluster.name == name))
+
+
 def upsert_region(session: Session, code: str, values: dict[str, Any], *,
                   currencies: Collection[str] | None = None) -> Region:
     """Create or update a region. ``currencies`` (the reporting currency and those with an exchange rate), when

@@ -37,7 +37,7 @@ def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
     """The plan as the caller may see it: a tenant its own jobs' assignments and unplanned entries; an operator admin
     every assignment and the per-region totals (left out for tenants: even a count would tell one tenant about
     another's work)."""
-    everyone = p.is_fleet_admin
+    everyone = p.sees_fleet
     q = (
         select(Assignment, Job.name, Job.gpu_count)
         .join(Job, Job.id == Assignment.job_id)
@@ -185,7 +185,7 @@ def list_plans(
     plans = list(session.scalars(q.order_by(Plan.id.desc()).limit(limit + 1)))
     nxt = encode_cursor(plans[limit - 1].id, kind="p") if len(plans) > limit else None
     plans = plans[:limit]
-    fleet = principal.is_fleet_admin  # fleet-wide figures name every tenant's work
+    fleet = principal.sees_fleet  # fleet-wide figures name every tenant's work
     counts = _counted(session, plans) if fleet else {}
     own = {} if fleet else own_objectives(session, principal.tenant_id, plans)
     return [summary(p, counts.get(p.id), fleet=fleet, currency=settings.reporting_currency,

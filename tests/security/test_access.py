@@ -169,7 +169,7 @@ def test_replan_is_audited(client, session, world):
     resp = client.post("/api/v1/plans", headers=bearer(world.tokens["ops-admin"]))
     if resp.status_code == 503:
         pytest.skip("the planning service (app/services/planning.py) is not in this build yet")
-    assert resp.status_code == 201, resp.get_data(as_text=True)[:300]
+    assert resp.status_code == 202, resp.get_data(as_text=True)[:300]
     actions = session.scalars(select(AuditEntry.action).where(AuditEntry.actor == "ops/ops-admin")).all()
     assert "plan.replan" in actions
 
