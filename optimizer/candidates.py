@@ -90,18 +90,25 @@ def place_fast(
     m: Multipliers | None = None,
     nu: float = 0.0,
     slack: float = 0.0,
+    stop_at: float | None = None,
+    reached: list[int] | None = None,
 ) -> Choice:
     """Same choices as :func:`place` (with ``slack=0``), found faster.
 
     A job first tries its unconstrained best option (optimal when it still fits); otherwise the scan visits
     its (region, hardware) pairs in order of their unconstrained best and stops at the first pair that
     cannot beat the best feasible option found. ``slack`` > 0 also accepts candidates up to that fraction
-    above the best (faster, no longer exact).
+    above the best (faster, no longer exact). With ``stop_at`` (a ``time.perf_counter()`` value) the placement stops
+    there; ``reached``, when given, receives how many jobs of ``order`` were tried.
     """
     ch = Choice.empty(tb.J)
     res = Residual(tb)
     scan = Scanner(tb, m, nu)
+    done = 0
     for row_ in order:
+        if stop_at is not None and done % 32 == 0 and time.perf_counter() > stop_at:
+            break
+        done += 1
         row = int(row_)
         taken = False
         lo, hi = cand.offsets[row], cand.offsets[row + 1]
@@ -124,6 +131,8 @@ def place_fast(
                 continue
             ch.set(row, found[2])
         res.apply(tb, ch, row, -1)
+    if reached is not None:
+        reached.append(done)
     return ch
 
 

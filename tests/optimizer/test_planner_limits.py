@@ -1,0 +1,116 @@
+"""Issue 22, the planner's remaining findings: the LP prices chunked columns (a bound valid for every split), time
+limits honoured at any size (jobs that cannot be examined in time are left out, saying so)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from optimizer import PlanStatus, SolveParams, check_plan, solve
+from tests.optimizer.conftest import job, problem, region
+from tests.optimizer.test_correctness import _enumerated_chunking, _job_runs
+
+
+def test_two_chunk_pricing_over_every_split_matches_an_enumeration():
+    from optimizer.chunking import best_two_chunks
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(3, 10))
+        dur, overhead, low = int(rng.integers(1, 5)), int(rng.integers(0, 3)), int(rng.integers(1, 3))
+        values = rng.normal(1.0, 1.5, n)  # negative values too (negative prices)
+        values[rng.random(n) < 0.15] = math.inf
+        got, a, s1, s2 = best_two_chunks(values[None, :], np.array([dur + overhead]), np.array([low]))
+        want = _enumerated_chunking(list(values), dur, overhead, low, max_chunks=2)
+        single = min([values[s : s + dur].sum() for s in range(n - dur + 1)], default=math.inf)
+        if dur < low:  # a single run shorter than min_chunk is only a run, not a chunking
+            single = math.inf
+        assert math.isclose(min(single, float(got[0])), want, abs_tol=1e-9) or math.isinf(want), (values, dur)
+        if math.isfinite(got[0]):  # the chunks it names cost what it says and follow the rules
+            b = dur + overhead - int(a[0])
+            assert min(int(a[0]), b) >= low and int(s2[0]) >= int(s1[0]) + int(a[0]) and int(s2[0]) + b <= n
+            cost = values[s1[0] : s1[0] + a[0]].sum() + values[s2[0] : s2[0] + b].sum()
+            assert math.isclose(cost, float(got[0]), abs_tol=1e-9)
+
+
+def _lp_of(pb):
+    from optimizer.cpsat import build_classes
+    from optimizer.lp import column_generation
+    from optimizer.tables import build_tables
+
+    tb = build_tables(pb)
+    cls, rep, counts = build_classes(tb)
+    from optimizer.bound import Choice
+
+    return column_generation(tb, cls, rep, counts, [Choice.empty(tb.J)], time_limit_s=5.0)
+
+
+def test_the_lp_prices_every_split_so_its_value_is_the_cheapest_chunking():
+    # one cheap hour, then three: chunks of 1 and 3 hours (the model's own split is 2 + 2, which pays 100s)
+    prices = [1, 100, 100, 1, 1, 1, 100, 100]
+    pb = problem([region("A", prices)], [job("a", dur=4, n_slots=8, interruptible=True, min_chunk_slots=1)])
+    exact = 4 * 0.7 / 1000  # four hours at 1 EUR/MWh, 0.7 kW
+    lower, _, info = _lp_of(pb)
+    assert info["converged"]
+    assert lower <= exact + 1e-12 and math.isclose(info["lp_value"], exact, rel_tol=1e-9), (lower, info["lp_value"])
+    # the LP's own column is that chunking
+    assert [tuple(c[1:7]) for c in info["columns_table"] if c[6] > 0 and c[4] == 1] == [(0, 0, 0, 1, 3, 3)]
+
+
+def test_the_lp_bound_never_exceeds_the_exact_optimum_of_tiny_instances_with_interruptible_jobs():
+    rng = np.random.default_rng(11)
+    for _ in range(10):
+        n_slots = 8
+        prices = rng.integers(1, 100, n_slots)
+        specs = [dict(gpus=int(rng.choice([4, 8])), dur=int(rng.integers(2, 5)), overhead=int(rng.integers(0, 2)),
+                      min_chunk=int(rng.integers(1, 3))) for _ in range(2)]
+        jobs = [job(f"j{k}", gpus=s["gpus"], dur=s["dur"], n_slots=n_slots, interruptible=True,
+                    min_chunk_slots=s["min_chunk"], checkpoint_overhead_slots=s["overhead"], max_chunks=2)
+                for k, s in enumerate(specs)]
+        pb = problem([region("A", prices, gpus=8)], jobs)
+        options = [_job_runs(n_slots, 0, n_slots, s["dur"], s["overhead"], s["min_chunk"], 2) for s in specs]
+        exact = math.inf  # both jobs planned, at most 8 GPUs in every slot
+        for a, b in itertools.product(*options):
+            if specs[0]["gpus"] + specs[1]["gpus"] > 8 and set(a) & set(b):
+                continue
+            cost = sum(sum(int(prices[t]) for t in run) * s["gpus"] * 0.7 / 1000
+                       for run, s in zip((a, b), specs, strict=True))
+            exact = min(exact, cost)
+        if not math.isfinite(exact):
+            continue
+        lower, _, info = _lp_of(pb)
+        assert lower <= exact + 1e-9, (specs, lower, exact)
+        if info["converged"]:  # the LP relaxation of every plan check_plan accepts is below every such plan
+            assert info["lp_value"] <= exact + 1e-9, (specs, info["lp_value"], exact)
+        plan = solve(pb, SolveParams(time_limit_s=2.0))
+        assert check_plan(pb, plan).ok
+        assert plan.penalised_bound is not None and plan.penalised_bound <= exact + 1e-9
+
+
+def _many_jobs(n):
+    rng = np.random.default_rng(2)
+    regions = [region(name, rng.integers(5, 100, 96), gpus=64, budget_kw=500.0) for name in "ABCD"]
+    jobs = [job(f"j{i}", gpus=int(rng.choice([1, 2, 4])), dur=int(rng.integers(1, 12)), n_slots=96,
+                dl=int(rng.integers(24, 97)), interruptible=bool(i % 3 == 0)) for i in range(n)]
+    return problem(regions, jobs)
+
+
+def test_jobs_that_cannot_be_examined_within_the_time_limit_are_left_out_as_not_solved_latest_deadlines_first():
+    from optimizer.solve import jobs_in_time
+
+    pb = _many_jobs(3000)
+    kept = jobs_in_time(pb, 0.0)  # 0.5 s allowed: 3,000 jobs' tables and greedy plan take longer anywhere
+    assert kept is not None and len(kept) < 3000
+    plan = solve(pb, SolveParams(time_limit_s=0.0))
+    assert check_plan(pb, plan).ok
+    skipped = [u for u in plan.unplanned if u.reason == "not_solved"]
+    assert skipped and all("time limit" in u.detail for u in skipped)
+    assert len(plan.assignments) + len(plan.unplanned) == 3000  # every job accounted for
+    assert plan.status in (PlanStatus.FEASIBLE, PlanStatus.NO_SOLUTION)
+    deadline = {j.job_id: j.deadline_slot for j in pb.jobs}
+    if plan.assignments:  # the earliest deadlines were examined first
+        assert max(deadline[a.job_id] for a in plan.assignments) <= min(deadline[u.job_id] for u in skipped)
+    # a limit that leaves time for every job examines every job
+    assert jobs_in_time(_many_jobs(50), 10.0) is None
