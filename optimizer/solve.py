@@ -226,9 +226,10 @@ def start_run(tb: Tables, params: SolveParams, t0: float, t: float, phases: dict
     phases["greedy"] = round(greedy_s, 4)
     cls, rep, counts = build_classes(tb)
     # the bound over every chunking is computed at the end (finish_run): its time is kept from the start
-    # (an evaluation and the two-chunk pricing of every split, ~0.5 evaluation; the DP for jobs of more chunks)
+    # (at the final prices and at zero prices: an evaluation and the two-chunk pricing of every split, ~0.5
+    # evaluation, each; the DP for jobs of more chunks)
     pairs = int(tb.allowed[tb.intr & (tb.max_chunks > 2)].any(axis=1).sum())
-    need = 0.05 + 1.5 * eval_s + CHUNK_BOUND_S_PER_PAIR * pairs
+    need = 0.05 + 3 * eval_s + 2 * CHUNK_BOUND_S_PER_PAIR * pairs
     reserve = min(0.25 * params.time_limit_s, need) if tb.intr.any() else 0.0
     return SolveRun(
         reserve=reserve,
@@ -276,7 +277,11 @@ def finish_run(run: SolveRun, name: str) -> Plan:
     elif tb.intr.any():
         # the bounds above hold for runs of at most two chunks; the Problem allows any chunking
         # the DP where its time was kept, else the cheapest-slots floor (weaker, found by a sort)
-        safe = valid_bound(tb, run.m, exact=run.left() + run.reserve > 0.5 * run.reserve)
+        exact = run.left() + run.reserve > 0.5 * run.reserve
+        safe = valid_bound(tb, run.m, exact=exact)
+        if safe < bound - 1e-9 * max(1.0, abs(bound)) and (run.m.lam.any() or run.m.mu.any()):
+            # the bound so far may come from zero prices (every job at its best option), not from ``run.m``
+            safe = max(safe, valid_bound(tb, Multipliers.zeros(tb), exact=exact))
         undercut = safe < bound - 1e-9 * max(1.0, abs(bound))
         if undercut:
             run.notes.append(f"bound: {bound:.6g} for one or two chunks, {safe:.6g} for any chunking")
