@@ -21,9 +21,7 @@ class Candidates:
 
     def __init__(self, tb: Tables, found: list) -> None:
         rows, r, h, s1, l1, s2, l2, val = (np.concatenate(x) for x in zip(*found, strict=True))
-        real = np.isfinite(val) & (
-            (l2 == 0) | (s2 >= s1 + l1 + 1)
-        )  # drop the bound's overlapping relaxations
+        real = np.isfinite(val) & ((l2 == 0) | (s2 >= s1 + l1))  # runnable: chunks in order, not overlapping
         order = np.lexsort((val[real], rows[real]))
         self.r, self.h = r[real][order], h[real][order]
         self.s1, self.l1, self.s2, self.l2 = (

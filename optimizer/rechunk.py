@@ -45,8 +45,8 @@ def rechunk(tb: Tables, ch: Choice, *, time_limit_s: float) -> Choice:
 
 
 def _best_run(tb: Tables, res: Residual, cum: np.ndarray, row: int) -> tuple[float, Option] | None:
-    """Cheapest single run or two-chunk run (any split, a slot or more between the chunks) of ``row`` that fits
-    ``res``, over its eligible (region, hardware) pairs: ``(objective, option)``."""
+    """Cheapest single run or two-chunk run (any split, the second chunk starting when or after the first ends) of
+    ``row`` that fits ``res``, over its eligible (region, hardware) pairs: ``(objective, option)``."""
     rel, dl, g = int(tb.rel[row]), int(tb.dl[row]), int(tb.g[row])
     ovh, low = int(tb.ovh[row]), max(1, int(tb.min_chunk[row]))
     best: tuple[float, Option] | None = None
@@ -64,11 +64,12 @@ def _best_run(tb: Tables, res: Residual, cum: np.ndarray, row: int) -> tuple[flo
                 best = (float(value[i, j]), Option(int(rr[i]), h, int(starts[j]), dur, 0, 0))
         for a in range(low, dur + ovh - low + 1):
             b = dur + ovh - a
-            if dl - rel < a + b + 1:
+            if dl - rel < a + b:
                 continue
-            first, sa = _runs(cums, a, rel, dl - b - 1 - a)
-            second, sb = _runs(cums, b, rel + a + 1, dl - b)
-            # second[k] starts a + 1 slots after first[k]: any first chunk up to k goes with it
+            first, sa = _runs(cums, a, rel, dl - b - a)
+            second, sb = _runs(cums, b, rel + a, dl - b)
+            # second[k] starts a slots after first[k] (a resume right after the first chunk is allowed: at negative
+            # prices the overhead can pay): any first chunk up to k goes with it
             total = np.minimum.accumulate(first, axis=1) + second
             i, k = np.unravel_index(int(np.argmin(total)), total.shape)
             if np.isfinite(total[i, k]) and (best is None or total[i, k] < best[0]):

@@ -114,3 +114,16 @@ def test_jobs_that_cannot_be_examined_within_the_time_limit_are_left_out_as_not_
         assert max(deadline[a.job_id] for a in plan.assignments) <= min(deadline[u.job_id] for u in skipped)
     # a limit that leaves time for every job examines every job
     assert jobs_in_time(_many_jobs(50), 10.0) is None
+
+
+def test_at_negative_prices_a_job_may_resume_right_after_its_first_chunk():
+    # check_plan accepts a second chunk starting where the first ends: at negative prices the overhead hour pays
+    prices = [50, 50, -40, -60, -80, -80, -60, -40, -20, 50, 50, 50]
+    pb = problem([region("A", prices)], [job("a", dur=6, n_slots=12, interruptible=True, min_chunk_slots=2,
+                                               checkpoint_overhead_slots=1)])
+    exact = _enumerated_chunking([p * 0.7 / 1000 for p in prices], 6, 1, 2, max_chunks=2)
+    assert math.isclose(exact, -380 * 0.7 / 1000)  # seven hours from slot 2, in two chunks back to back
+    plan = solve(pb, SolveParams(time_limit_s=2.0))
+    assert check_plan(pb, plan).ok
+    assert math.isclose(plan.objective, exact, rel_tol=1e-9), plan.assignment_of("a")  # was the 6-hour run, -252
+    assert plan.status is PlanStatus.OPTIMAL
