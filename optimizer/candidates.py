@@ -38,7 +38,8 @@ class Candidates:
         key, v = key[fin], val[fin]
         o = np.lexsort((v, key))
         key, v = key[o], v[o]
-        first = np.concatenate(([True], key[1:] != key[:-1]))
+        first = np.ones(len(key), dtype=bool)  # no finite option at all: none (a job that fits only in other splits)
+        first[1:] = key[1:] != key[:-1]
         key, v = key[first], v[first]
         prow, rest = np.divmod(key, tb.R * tb.H)
         pr, ph = np.divmod(rest, tb.H)

@@ -14,7 +14,7 @@ from tests.optimizer.test_correctness import _enumerated_chunking, _job_runs
 
 
 def test_two_chunk_pricing_over_every_split_matches_an_enumeration():
-    from optimizer.chunking import best_two_chunks
+    from optimizer.splits import best_two_chunks
 
     rng = np.random.default_rng(3)
     for _ in range(300):
@@ -193,3 +193,15 @@ def test_jobs_are_left_out_for_capacity_only_as_an_exact_model_leaves_them_out()
         penalised = plan.objective + sum(float(tb.penalty[k]) for k, j in enumerate(pb.jobs) if j.job_id in out)
         assert plan.penalised_bound is not None and plan.penalised_bound <= exact + 1e-3
         assert penalised <= exact + 1e-3 * len(pb.jobs), (penalised, exact, sorted(out))
+
+
+def test_a_job_that_fits_only_in_an_uneven_split_is_planned():
+    # no price in slots 1 and 5: no run of 4 slots fits, nor two chunks of 2 with a slot between; 1 + 3 does
+    prices = [10, math.nan, 30, 20, 30, math.nan, 40]
+    pb = problem([region("A", prices)], [job("a", dur=4, n_slots=7, interruptible=True, min_chunk_slots=1)])
+    plan = solve(pb, SolveParams(time_limit_s=2.0))
+    assert check_plan(pb, plan).ok and not plan.unplanned, plan.unplanned  # was invalid_prices
+    assert [(c.start_slot, c.end_slot) for c in plan.assignment_of("a").chunks] == [(0, 1), (2, 5)]
+    # more jobs than the LP path takes: the re-chunking phase places it
+    plan = solve(pb, SolveParams(time_limit_s=2.0, max_lp_jobs=0, max_cpsat_jobs=0))
+    assert check_plan(pb, plan).ok and not plan.unplanned, plan.unplanned
