@@ -313,7 +313,7 @@ def finish_run(run: SolveRun, name: str) -> Plan:
 
 def _not_reached(tb: Tables, rows: np.ndarray, plan: Plan) -> Plan:
     """``plan`` with the jobs ``rows`` (left out, never tried by the first plan before its deadline) given as
-    ``not_solved`` rather than ``capacity``; not optimal when there are any."""
+    ``not_solved`` rather than ``capacity``; not optimal when there are any, ``no_solution`` when nothing is planned."""
     if not len(rows):
         return plan
     ids = {tb.problem.jobs[int(tb.rows[k])].job_id for k in rows}
@@ -322,6 +322,8 @@ def _not_reached(tb: Tables, rows: np.ndarray, plan: Plan) -> Plan:
         Unplanned(u.job_id, UnplannedReason.NOT_SOLVED, detail) if u.job_id in ids else u for u in plan.unplanned
     )
     status = PlanStatus.FEASIBLE if plan.status is PlanStatus.OPTIMAL else plan.status
+    if not plan.assignments:
+        status = PlanStatus.NO_SOLUTION  # the time ran out before any job was placed
     notes = (*plan.stats.notes, f"time limit: the first plan reached {tb.J - len(rows)} of {tb.J} jobs in time")
     return dataclasses.replace(
         plan, unplanned=unplanned, status=status, stats=dataclasses.replace(plan.stats, notes=notes)
