@@ -138,6 +138,30 @@ class TimeGrid:
         return max(self.slot_start(slot), self.earliest_start(release))
 
 
+def run_intervals(
+    grid: TimeGrid, chunks: Sequence[tuple[int, int]], release: datetime, minutes: float, overhead_minutes: float = 0.0
+) -> list[tuple[datetime, datetime]]:
+    """The real running intervals of a run the planner placed on slot ``chunks`` (``[start, end)`` slots).
+
+    The run starts at :meth:`TimeGrid.start_at` of its first slot (now, or its release, when that lies inside the
+    slot); a single run lasts its ``minutes``; chunks keep their slot boundaries, the last one ending when the work and
+    ``overhead_minutes`` per resume are done.
+    """
+    first = grid.start_at(chunks[0][0], release)
+    if len(chunks) == 1:
+        return [(first, first + timedelta(minutes=minutes))]
+    out: list[tuple[datetime, datetime]] = []
+    left = minutes + overhead_minutes * (len(chunks) - 1)
+    for i, (s, e) in enumerate(chunks):
+        a = first if i == 0 else grid.slot_start(s)
+        b = grid.slot_start(e)
+        if i == len(chunks) - 1 and left > 0:
+            b = min(b, a + timedelta(minutes=left))
+        left -= (b - a).total_seconds() / 60.0
+        out.append((a, b))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class RunFigures:
     """What a run uses [kWh], costs [currency] and emits [kgCO2eq] over its real intervals."""

@@ -66,8 +66,8 @@ class OverviewOut(Schema):
 @blp.arguments(OverviewQuery, location="query")
 @blp.response(200, OverviewOut)
 def get_overview(q: dict[str, Any]) -> Any:
-    """Per region, hourly over [now - hours_back, now + hours_ahead)."""
+    """Per region, on the planning grid's slots over [now - hours_back, now + hours_ahead)."""
     now = utcnow()
     regions = overview.regions_overview(extensions.db_session(), now, hours_back=q["hours_back"],
-                                        hours_ahead=q["hours_ahead"])
+                                        hours_ahead=q["hours_ahead"], slot_minutes=extensions.settings().slot_minutes)
     return {"now": now, "tenant": principal().tenant_slug, "regions": regions}

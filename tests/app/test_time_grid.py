@@ -1,0 +1,108 @@
+"""The time grid as users meet it: work released now starts now, a window that cannot hold its job is refused at
+submission, and a job shorter than a slot counts its own length in the plan, its power and its counterfactual."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from app.enums import JobState, SeriesKind
+from app.models import Assignment, Job, Run
+from app.services import market
+from app.services.assignments import assignment_power_kw, per_slot_use, planned_intervals
+from app.services.dispatch import claim as dispatch_claim
+from app.services.planning import plan_fleet
+from tests.app.test_dispatch_support import add_local_clusters
+from tests.app.test_planning_service import add_job
+from tests.conftest import job_payload, make_token
+
+PRICE = 80.0  # EUR/MWh, flat: every start costs the same, so the earliest must win
+
+
+@pytest.fixture
+def at_twenty_past(now):
+    return now + timedelta(hours=16, minutes=20)
+
+
+@pytest.fixture
+def flat_market(session, small_fleet, now):
+    points = []
+    for h in range(96):
+        ts = now + timedelta(hours=h)
+        points.append(market.Point("DE", SeriesKind.PRICE, ts, PRICE, "EUR/MWh", "test"))
+        points.append(market.Point("DE", SeriesKind.CARBON_INTENSITY, ts, 300.0, "gCO2eq/kWh", "test"))
+    market.store(session, points)
+    session.commit()
+
+
+def _short_job(session, released, **over) -> Job:
+    fields = dict(gpu_count=1, reference_gpu_hours=None, reference_hardware=None, durations_minutes={"h100": 1},
+                  allowed_regions=["de"], allowed_hardware=["h100"], release_at=released,
+                  deadline_at=released + timedelta(minutes=65), command="sleep 5")
+    fields.update(over)
+    return add_job(session, released, **fields)
+
+
+@pytest.mark.parametrize("slot_minutes", [15, 60])
+def test_a_job_released_at_twenty_past_with_a_65_minute_window_starts_within_a_tick(
+    session, settings, flat_market, at_twenty_past, slot_minutes, tmp_path
+):
+    from dataclasses import replace
+
+    settings = replace(settings, slot_minutes=slot_minutes)
+    add_local_clusters(session, tmp_path)
+    job = _short_job(session, at_twenty_past)
+    record = plan_fleet(session, settings, now=at_twenty_past, horizon_hours=72, objective="cost", trigger="new_work")
+    session.commit()
+    assert record.n_assigned == 1, session.get(Job, job.id).state_reason
+    a = session.scalar(select(Assignment).where(Assignment.plan_id == record.plan_id))
+    assert a.start_at == at_twenty_past  # not the next slot boundary, and not the slot's start in the past
+    tick = dispatch_claim.tick(session, settings, now=at_twenty_past, worker="w")
+    (run_id,) = tick.claimed
+    run = session.get(Run, run_id)
+    assert run.job_id == job.id and run.planned_start_at == at_twenty_past
+    session.refresh(job)
+    assert job.state is JobState.DISPATCHING
+
+
+def test_a_window_that_cannot_hold_the_job_is_refused_with_the_earliest_feasible_deadline(
+    client, session, small_fleet, now
+):
+    token = make_token(session, "team-a")
+    released = now + timedelta(hours=16, minutes=20)
+    body = job_payload(released, durations_minutes={"h100": 1}, allowed_hardware=["h100"],
+                       deadline_at=(released + timedelta(minutes=1)).isoformat())
+    del body["reference_gpu_hours"]
+    resp = client.post("/api/v1/jobs", json=body, headers={"Authorization": f"Bearer {token}"})
+    assert resp.status_code == 422, resp.json
+    (error,) = resp.json["errors"]
+    assert error["field"] == "deadline_at"
+    # on the 15-minute grid the run must end by the boundary before its deadline: 16:30 at the earliest
+    assert "earliest feasible deadline is 2030-01-01T16:30:00+00:00" in error["message"]
+    body["deadline_at"] = (released + timedelta(minutes=65)).isoformat()
+    ok = client.post("/api/v1/jobs", json=body, headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 201, ok.json
+
+
+def test_a_twenty_second_job_counts_its_length_not_a_slot(session, settings, flat_market, at_twenty_past):
+    # 20 GPU-seconds on the reference H100
+    job = _short_job(session, at_twenty_past, durations_minutes=None, reference_gpu_hours=20 / 3600,
+                     reference_hardware="h100")
+    record = plan_fleet(session, settings, now=at_twenty_past, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    a = session.scalar(select(Assignment).where(Assignment.plan_id == record.plan_id))
+    assert a.start_at == at_twenty_past
+    assert a.end_at - a.start_at == timedelta(seconds=20)
+    kw = (90 + 0.85 * 610) / 1000 * 1.2  # 1 H100 at the power model's busy draw, PUE 1.2
+    assert math.isclose(assignment_power_kw(a), kw, rel_tol=1e-6)  # its draw, not its draw spread over a slot
+    assert math.isclose(a.energy_kwh, kw / 180, rel_tol=1e-6)
+    assert math.isclose(a.cost, kw / 180 * PRICE / 1000, rel_tol=1e-6)
+    assert math.isclose(a.run_now_energy_kwh, kw / 180, rel_tol=1e-6)  # the counterfactual runs a minute too
+    assert math.isclose(a.run_now_cost, kw / 180 * PRICE / 1000, rel_tol=1e-6)
+    session.refresh(job)
+    gpus, _ = per_slot_use(planned_intervals(session), start=at_twenty_past - timedelta(minutes=5), slot_minutes=15,
+                           n_slots=8)
+    assert gpus[("de", "h100")] == [1, 0, 0, 0, 0, 0, 0, 0]  # one quarter-hour, not four
