@@ -139,15 +139,17 @@ class TimeGrid:
 
 
 def run_intervals(
-    grid: TimeGrid, chunks: Sequence[tuple[int, int]], release: datetime, minutes: float, overhead_minutes: float = 0.0
+    grid: TimeGrid, chunks: Sequence[tuple[int, int]], release: datetime, minutes: float, overhead_minutes: float = 0.0,
+    after_minutes: float = 0.0,
 ) -> list[tuple[datetime, datetime]]:
     """The real running intervals of a run the planner placed on slot ``chunks`` (``[start, end)`` slots).
 
     The run starts at :meth:`TimeGrid.start_at` of its first slot (now, or its release, when that lies inside the
-    slot); a single run lasts its ``minutes``; chunks keep their slot boundaries, the last one ending when the work and
-    ``overhead_minutes`` per resume are done.
+    slot), ``after_minutes`` later when it follows others on the same GPUs (``optimizer.bundle``); a single run lasts
+    its ``minutes``; chunks keep their slot boundaries, the last one ending when the work and ``overhead_minutes`` per
+    resume are done.
     """
-    first = grid.start_at(chunks[0][0], release)
+    first = grid.start_at(chunks[0][0], release) + timedelta(minutes=after_minutes)
     if len(chunks) == 1:
         return [(first, first + timedelta(minutes=minutes))]
     out: list[tuple[datetime, datetime]] = []

@@ -10,9 +10,9 @@ Accepted CSV formats (gzip allowed):
   one of price, carbon_intensity, renewable_share, load, load_forecast, wind_solar_forecast, generation_forecast.
 
 Timestamps must carry a UTC offset (``Z`` or ``+01:00``). Blank lines are skipped. Series at any resolution are
-stored as they come: the long format may give ``resolution_minutes`` per line; otherwise a series' resolution is the
-spacing of its timestamps in the file (15 for quarter-hourly ENTSO-E data, 60 for the harmonized hourly files, 60 for
-a single point), a divisor of 60 or a whole number of hours. A bad line fails the whole
+stored as they come: the long format may give ``resolution_minutes`` per line (a divisor of 60 or whole hours);
+otherwise a series' resolution is the spacing of its timestamps in the file when that divides the hour (15 for
+quarter-hourly ENTSO-E data), else 60 (the harmonized hourly files, a single point, irregular times). A bad line fails the whole
 import with its line number; nothing is stored from a failed import.
 """
 
@@ -71,8 +71,8 @@ class Point:
 
 
 def with_resolution(points: list[Point]) -> list[Point]:
-    """``points`` with every missing resolution set to the spacing of its series' timestamps [min] (60 for one
-    point); raises ValidationFailed when a spacing is not a divisor of 60 or a whole number of hours."""
+    """``points`` with every missing resolution set to the spacing of its series' timestamps [min]: the smallest gap
+    when it divides the hour (15 for quarter-hourly data), else 60 (hourly data, one point, or irregular times)."""
     stamps: dict[tuple, set[datetime]] = {}
     for p in points:
         if p.minutes is None:
@@ -80,14 +80,8 @@ def with_resolution(points: list[Point]) -> list[Point]:
     spacing: dict[tuple, int] = {}
     for key, ts in stamps.items():
         ordered = sorted(ts)
-        gaps = [(b - a).total_seconds() / 60.0 for a, b in itertools.pairwise(ordered)]
-        step = min(gaps) if gaps else 60.0
-        minutes = int(step) if step == int(step) else 0
-        if minutes <= 0 or (60 % minutes and minutes % 60):
-            raise ValidationFailed("irregular series", [FieldError(
-                "timestamp", f"{key[0]} {key[1]}: points {step:g} minutes apart; the resolution must divide the hour "
-                "or be whole hours (give resolution_minutes in the long format)")])
-        spacing[key] = min(minutes, 60)
+        step = min(((b - a).total_seconds() / 60.0 for a, b in itertools.pairwise(ordered)), default=60.0)
+        spacing[key] = int(step) if step == int(step) and 1 <= step <= 60 and 60 % int(step) == 0 else 60
     return [p if p.minutes is not None else
             Point(p.zone, p.kind, p.ts, p.value, p.unit, p.source, p.issued_at, spacing[(p.zone, p.kind, p.source,
                                                                                           p.issued_at)])

@@ -66,6 +66,7 @@ from optimizer import Job as OptJob
 from optimizer import Plan as OptPlan
 from optimizer import Problem as OptProblem
 from optimizer import Region as OptRegion
+from optimizer.bundle import Bundles, bundle_short_jobs, unbundle
 from optimizer.grid import RunFigures, TimeGrid, interval_figures, run_intervals
 
 OPEN_STATES = (JobState.PENDING, JobState.PLANNED)
@@ -232,10 +233,16 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     problem, fleet = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
                                    jobs=list(values.items()))
     grid = grid_at(settings, now, horizon_hours)
-    plan = get_solver("gridshift")(problem, _params(settings, trigger))
-    report = check_plan(problem, plan)
-    run_now = SOLVERS["run_now"](problem, _params(settings))
-    real, real_now = real_runs(problem, grid, plan, values, fleet), real_runs(problem, grid, run_now, values, fleet)
+    minutes = {jid: v.minutes_on(fleet) for jid, v in values.items()}
+    # jobs shorter than a slot that can run one after another share it (optimizer.bundle)
+    packed, bundles = bundle_short_jobs(problem, minutes, {jid: grid.release_offset_minutes(v.release_at)
+                                                           for jid, v in values.items()})
+    plan = get_solver("gridshift")(packed, _params(settings, trigger))
+    report = check_plan(packed, plan)
+    run_now = SOLVERS["run_now"](packed, _params(settings))
+    real = real_runs(problem, grid, plan, values, fleet, bundles)
+    real_now = real_runs(problem, grid, run_now, values, fleet, bundles)
+    plan = unbundle(plan, bundles)
     end = problem.slot_start(problem.n_slots)
     status = STATUS.get(str(plan.status), PlanStatus.FAILED)
     stats = {"solve": {"wall_s": plan.stats.wall_s, "phases": dict(plan.stats.phases), "notes": list(plan.stats.notes),
@@ -307,19 +314,26 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
 
 
 def real_runs(problem: OptProblem, grid: TimeGrid, plan: OptPlan, values: dict[str, JobValues],
-              fleet: FleetSnapshot) -> dict[str, tuple[list[tuple[datetime, datetime]], RunFigures]]:
-    """Each placed job's real running intervals and what it uses over them (its length, not whole slots)."""
+              fleet: FleetSnapshot, bundles: Bundles | None = None,
+              ) -> dict[str, tuple[list[tuple[datetime, datetime]], RunFigures]]:
+    """Each placed job's real running intervals and what it uses over them (its length, not whole slots); the members
+    of a bundle run one after another from the latest earliest start among them."""
     jobs = {j.job_id: j for j in problem.jobs}
     out = {}
     for a in plan.assignments:
-        job, v = jobs[a.job_id], values[a.job_id]
-        minutes = v.minutes_on(fleet)[a.hardware]
-        intervals = run_intervals(grid, [(c.start_slot, c.end_slot) for c in a.chunks], v.release_at, minutes,
-                                  v.checkpoint_overhead_minutes)
-        region = problem.region(a.region)
-        kw = job.gpus * problem.job_power_kw_per_gpu(job, a.hardware) * region.pue
-        out[a.job_id] = intervals, interval_figures(grid, kw, intervals, region.price_per_mwh, region.carbon_g_per_kwh,
-                                                    problem.fx(region.currency))
+        members = bundles.of(a.job_id) if bundles is not None else (a.job_id,)
+        release = max(values[m].release_at for m in members)
+        after = 0.0
+        for m in members:
+            job, v = jobs[m], values[m]
+            minutes = v.minutes_on(fleet)[a.hardware]
+            intervals = run_intervals(grid, [(c.start_slot, c.end_slot) for c in a.chunks], release, minutes,
+                                      v.checkpoint_overhead_minutes, after)
+            after += minutes
+            region = problem.region(a.region)
+            kw = job.gpus * problem.job_power_kw_per_gpu(job, a.hardware) * region.pue
+            out[m] = intervals, interval_figures(grid, kw, intervals, region.price_per_mwh, region.carbon_g_per_kwh,
+                                                 problem.fx(region.currency))
     return out
 
 

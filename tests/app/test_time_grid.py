@@ -106,3 +106,41 @@ def test_a_twenty_second_job_counts_its_length_not_a_slot(session, settings, fla
     gpus, _ = per_slot_use(planned_intervals(session), start=at_twenty_past - timedelta(minutes=5), slot_minutes=15,
                            n_slots=8)
     assert gpus[("de", "h100")] == [1, 0, 0, 0, 0, 0, 0, 0]  # one quarter-hour, not four
+
+
+def test_a_finished_run_costs_the_quarter_hours_it_ran_in(session, small_fleet, now):
+    from app.models import Region
+    from app.services.dispatch.sync import cost_and_carbon
+
+    q = timedelta(minutes=15)
+    points = [market.Point("DE", SeriesKind.PRICE, now + k * q, 100.0 * (k + 1), "EUR/MWh", "entsoe", None, 15)
+              for k in range(8)]
+    points += [market.Point("DE", SeriesKind.CARBON_INTENSITY, now, 300.0, "gCO2eq/kWh", "entsoe", None, 60)]
+    market.store(session, points)
+    session.commit()
+    de = session.scalar(select(Region).where(Region.code == "de"))
+    cost, carbon = cost_and_carbon(session, de, now + q, now + 3 * q, 1.0)  # 00:15-00:45: 200 and 300 EUR/MWh
+    assert cost == pytest.approx(1.2 * (0.5 * 200 + 0.5 * 300) / 1000)
+    assert carbon == pytest.approx(1.2 * 300 / 1000)
+
+
+def test_short_jobs_share_a_gpus_slot_one_after_another(session, settings, small_fleet, at_twenty_past, now):
+    from app.services import fleet
+
+    fleet.set_inventory(session, "de", "h100", 1)  # one GPU
+    points = []
+    for h in range(96):  # dearer every hour: the cheapest start is now
+        ts = now + timedelta(hours=h)
+        points.append(market.Point("DE", SeriesKind.PRICE, ts, 50.0 + h, "EUR/MWh", "test"))
+        points.append(market.Point("DE", SeriesKind.CARBON_INTENSITY, ts, 300.0, "gCO2eq/kWh", "test"))
+    market.store(session, points)
+    session.commit()
+    jobs = [_short_job(session, at_twenty_past, name=f"short-{k}", durations_minutes={"h100": 2}) for k in range(3)]
+    record = plan_fleet(session, settings, now=at_twenty_past, horizon_hours=72, objective="cost", trigger="manual")
+    session.commit()
+    rows = {a.job_id: a for a in session.scalars(select(Assignment).where(Assignment.plan_id == record.plan_id))}
+    assert record.n_assigned == 3
+    starts = sorted(rows[j.id].start_at for j in jobs)
+    # one GPU, one quarter-hour: 16:20, 16:22, 16:24 (not 16:20, 16:30, 16:45)
+    assert starts == [at_twenty_past + timedelta(minutes=2 * k) for k in range(3)]
+    assert all(rows[j.id].end_at - rows[j.id].start_at == timedelta(minutes=2) for j in jobs)

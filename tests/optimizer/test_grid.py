@@ -69,3 +69,16 @@ def test_equal_cost_slots_resolve_to_the_earliest():
     plan = SOLVERS["gridshift"](pb, SolveParams(time_limit_s=2.0))
     assert check_plan(pb, plan).ok
     assert sorted(a.start_slot for a in plan.assignments) == [0, 0, 1]  # two GPUs: two now, one next
+
+
+def test_range_minimum_over_any_window_matches_the_slice():
+    import numpy as np
+
+    from optimizer.windows import _min_levels, _range_min
+
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 3, 7, 96, 97):
+        x = rng.integers(0, 50, n)
+        starts, lengths = zip(*[(a, b - a) for a in range(n) for b in range(a + 1, n + 1)], strict=True)
+        got = _range_min(_min_levels(x), np.array(starts), np.array(lengths))
+        assert got.tolist() == [int(x[a : a + k].min()) for a, k in zip(starts, lengths, strict=True)]
