@@ -68,6 +68,8 @@ def bundle_short_jobs(
     packed: dict[str, tuple[str, ...]] = {}
     replaced: dict[str, Job] = {}
     for group in groups.values():
+        if len(group) <= _side_by_side(problem, group[0]):
+            continue
         group.sort(key=lambda j: (j.deadline_slot, j.release_slot, j.job_id))
         current: list[Job] = []
         nxt: Job | None
@@ -93,6 +95,16 @@ def bundle_short_jobs(
             seen.add(into.job_id)
             jobs.append(into)
     return dataclasses.replace(problem, jobs=tuple(jobs)), Bundles(packed)
+
+
+def _side_by_side(problem: Problem, job: Job) -> int:
+    """How many jobs like ``job`` the fleet's inventory could run at once [jobs]."""
+    gpus = 0
+    for region in problem.regions:
+        if job.allowed_regions is None or region.name in job.allowed_regions:
+            gpus += sum(n for hw, n in region.inventory.items() if hw in job.duration_slots
+                        and (job.allowed_hardware is None or hw in job.allowed_hardware))
+    return gpus // max(1, job.gpus)
 
 
 def _fits(jobs: list[Job], minutes: Mapping[str, Mapping[str, float]], offsets: Mapping[str, float], sm: int) -> bool:

@@ -31,3 +31,9 @@ def test_jobs_that_do_not_fit_one_slot_together_or_differ_stay_apart():
     packed, bundles = bundle_short_jobs(pb, {k: {"H100": 20.0} for k in "abcd"}, {"a": 20.0})
     assert bundles.members == {"bundle:a": ("a", "b")}
     assert [j.job_id for j in packed.jobs] == ["bundle:a", "c", "d"]
+
+
+def test_on_a_free_fleet_short_jobs_keep_their_own_gpus():
+    pb = problem([region("DE", [10.0] * 4, gpus=8)], [job(f"s{k}", dur=1, n_slots=4) for k in range(3)])
+    packed, bundles = bundle_short_jobs(pb, {f"s{k}": {"H100": 1.0} for k in range(3)}, {})
+    assert packed is pb and not bundles.members  # eight GPUs: all three start at once, none waits for another
