@@ -41,6 +41,7 @@ from app import migrate
 from app.config import Settings
 from app.db import make_engine, make_session_factory
 from app.enums import Role, SeriesKind
+from app.errors import ValidationFailed
 from app.models import Job, Run
 from app.services import auth, fleet, market
 from app.services.dispatch import claim
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> dict:
         released: dict[int, datetime] = {}
         claimed: dict[int, tuple[datetime, datetime]] = {}
         solve_s: list[float] = []
+        refused = 0
         k, t = 0, T0.replace(second=0)
         end = T0 + timedelta(hours=args.hours, minutes=30)
         step = timedelta(seconds=args.tick_s)
@@ -98,10 +100,14 @@ def run(args: argparse.Namespace) -> dict:
                 item = {"name": f"j{k}", "gpu_count": 1, "durations_minutes": {"h100": int(minutes[k])},
                         "release_at": releases[k], "deadline_at": releases[k] + timedelta(minutes=65),
                         "allowed_hardware": ["h100"], "command": "true"}
-                _b, (job_id,) = jobs.submit_jobs(session, principal, [item], now=releases[k], prefix="",
-                                                 slot_minutes=args.slot_minutes)
-                session.commit()
-                released[job_id] = releases[k]
+                try:
+                    _b, (job_id,) = jobs.submit_jobs(session, principal, [item], now=releases[k], prefix="",
+                                                     slot_minutes=args.slot_minutes)
+                    session.commit()
+                    released[job_id] = releases[k]
+                except ValidationFailed:  # the grid cannot fit its window: refused at submission, never dropped
+                    session.rollback()
+                    refused += 1
                 k += 1
             for run_id in claim.tick(session, settings, now=t, worker="bench").claimed:  # the tick, then the plan
                 r = session.get(Run, run_id)
@@ -120,7 +126,7 @@ def run(args: argparse.Namespace) -> dict:
     start_late = [(c - released[j]).total_seconds() for j, (c, _p) in claimed.items()]
     return {
         "jobs": args.jobs, "slot_minutes": args.slot_minutes, "tick_s": args.tick_s, "plan_every_s": args.plan_every_s,
-        "dispatched": len(claimed), "not_dispatched": {str(s): sum(1 for j, st in states.items() if st == s and j not in
+        "dispatched": len(claimed), "refused_at_submission": refused, "not_dispatched": {str(s): sum(1 for j, st in states.items() if st == s and j not in
                                                                    claimed) for s in set(states.values())},
         "planned_late_s": {"p50": _pct(planned_late, 50), "p99": _pct(planned_late, 99), "max": max(planned_late, default=0)},
         "dispatch_late_s": {"p50": _pct(dispatch_late, 50), "p99": _pct(dispatch_late, 99),
@@ -150,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("planned_late_s", "dispatch_late_s", "start_late_s"):
         v = r[key]
         print(f"{key[:-2]:<16} {v['p50']:>8.1f} {v['p99']:>8.1f} {v['max']:>8.1f}")
-    print(f"dispatched {r['dispatched']}/{r['jobs']}; {r['plans']} plans, solve wall p50 {r['solve_wall_s']['p50']:.2f} s "
+    print(f"dispatched {r['dispatched']}/{r['jobs']} ({r['refused_at_submission']} refused at submission: the grid "
+          f"cannot fit their window); {r['plans']} plans, solve wall p50 {r['solve_wall_s']['p50']:.2f} s "
           f"p99 {r['solve_wall_s']['p99']:.2f} s; dispatch lateness within one tick: {r['dispatch_late_within_tick']}")
     if args.json:
         print(json.dumps(r, default=str))
