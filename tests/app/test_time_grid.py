@@ -144,3 +144,14 @@ def test_short_jobs_share_a_gpus_slot_one_after_another(session, settings, small
     # one GPU, one quarter-hour: 16:20, 16:22, 16:24 (not 16:20, 16:30, 16:45)
     assert starts == [at_twenty_past + timedelta(minutes=2 * k) for k in range(3)]
     assert all(rows[j.id].end_at - rows[j.id].start_at == timedelta(minutes=2) for j in jobs)
+
+
+def test_the_forecasts_read_a_quarter_hourly_series_as_hourly_means(session, now):
+    from app.services.forecasts import _series
+
+    q = timedelta(minutes=15)
+    market.store(session, [market.Point("DE", SeriesKind.PRICE, now + k * q, float(k), "EUR/MWh", "entsoe", None, 15)
+                           for k in range(8)])
+    session.commit()
+    series = _series(session, "DE", SeriesKind.PRICE, now, now + timedelta(hours=2))
+    assert list(series.index) == [now, now + timedelta(hours=1)] and series.tolist() == [1.5, 5.5]
