@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -206,7 +206,7 @@ def _params(settings: Settings, trigger: str = "") -> SolveParams:
 
 
 def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_hours: int, objective: str,
-               trigger: str) -> PlanRecord:
+               trigger: str, on_phase: Callable[[str], None] | None = None) -> PlanRecord:
     """Plan every open job, store the plan as the current one and update job states; no commit.
 
     A plan that failed (no plan in time, a model the solver refused, or a plan that breaks a constraint) is stored
@@ -226,7 +226,11 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
         ``cost``, ``carbon`` or ``weighted``.
     trigger : str
         Why the plan runs (nightly, hourly, manual, failure...).
+    on_phase : callable, optional
+        Told ``"problem"``, ``"solve"`` and ``"store"`` as the plan reaches each step (progress of a plan run).
     """
+    phase = on_phase or (lambda _name: None)
+    phase("problem")
     audit_seen = last_entry(session)  # before the fleet is read: a fleet change after it re-plans (replan.fleet_changed)
     open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
     values = {str(j.id): JobValues.from_row(j) for j in open_jobs}
@@ -237,9 +241,11 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     # jobs shorter than a slot that can run one after another share it (optimizer.bundle)
     packed, bundles = bundle_short_jobs(problem, minutes, {jid: grid.release_offset_minutes(v.release_at)
                                                            for jid, v in values.items()})
+    phase("solve")
     plan = get_solver("gridshift")(packed, _params(settings, trigger))
     report = check_plan(packed, plan)
     run_now = SOLVERS["run_now"](packed, _params(settings))
+    phase("store")
     real = real_runs(problem, grid, plan, values, fleet, bundles)
     real_now = real_runs(problem, grid, run_now, values, fleet, bundles)
     plan = unbundle(plan, bundles)

@@ -1,7 +1,7 @@
 """market_series.resolution_minutes: how long each point holds (60 for hourly, 15 for quarter-hourly products)
 
 Revision ID: 0008
-Revises: 0004
+Revises: 0006
 Create Date: 2026-12-03 10:00:00
 
 Every point stored before this revision came from hourly data (the harmonized files, hourly imports), so the column
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
-down_revision: str | None = "0004"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
