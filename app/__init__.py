@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
 def _local_secret(var_dir: Path) -> str:
     """A per-installation secret for the embedded default, kept in var/ (never in the repository)."""
-    var_dir.mkdir(parents=True, exist_ok=True)
+    var_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # never readable by jobs (docs/security.md)
     path = var_dir / "secret_key"
     if not path.exists():
         path.write_text(secrets.token_hex(32))

@@ -59,7 +59,7 @@ class Base(DeclarativeBase):
 def make_engine(settings: Settings) -> Engine:
     url = settings.effective_database_url
     if url.startswith("sqlite"):
-        settings.var_dir.mkdir(parents=True, exist_ok=True)
+        settings.var_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the database: never readable by jobs
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @event.listens_for(engine, "connect")

@@ -17,7 +17,7 @@ def alembic_config(settings: Settings) -> Config:
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", settings.effective_database_url.replace("%", "%%"))
     if settings.is_sqlite:
-        settings.var_dir.mkdir(parents=True, exist_ok=True)
+        settings.var_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # the database: never readable by jobs
     return cfg
 
 

@@ -134,7 +134,7 @@ class JobSpec:
     hardware: str
     gpu_count: int = 1
     image: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold secrets: never in a repr or log
     begin_at: datetime | None = None
     time_limit_minutes: int = 60
     power_w_per_gpu: float = 0.0

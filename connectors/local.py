@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -341,9 +342,17 @@ class LocalConnector:
             raise ConnectorError(f"local supervisor for {run_dir.name} failed to start", retryable=True)
 
 
+_warned: list[bool] = []
+
+
 def _run_users_enabled(run_as: str) -> bool:
     """Whether jobs run as pool users; refuses a setting that would run them as root."""
     root = os.geteuid() == 0
+    if run_as == "auto" and not root and not _warned:
+        _warned.append(True)
+        logging.getLogger(__name__).warning(
+            "local runtime: the service is not root, so jobs run as its own user and can read its processes "
+            "(/proc/PID/environ) and files; fine for one user, not for several tenants (docs/security.md)")
     if run_as == "pool" and not root:
         raise ConfigError("config.run_as: 'pool' needs the service to run as root (to switch users); use 'auto'",
                           field="config.run_as", kind="local")  # fmt: skip

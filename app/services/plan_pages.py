@@ -22,7 +22,7 @@ from app.errors import FieldError, ValidationFailed
 from app.models import Assignment, HardwareType, Inventory, Job, Plan, Region, Tenant
 from app.services.assignments import assignment_power_kw, running_intervals
 from app.services.auth import Principal
-from app.services.plan_history import head
+from app.services.plan_history import head, own_objectives
 
 MAX_BUCKETS = 168  # time buckets of the overview: a week of hours, or coarser buckets over a longer horizon
 SORTS: dict[str, Any] = {
@@ -93,7 +93,9 @@ def plan_overview(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
     budgets = dict(session.execute(select(Region.code, Region.power_budget_kw)).all())
     lanes = sorted(set(gpus) | {k for k in inventory if gpus.get(k) or p.sees_fleet})
     return {
-        **head(plan, fleet=p.sees_fleet), "assignments_total": count, "bucket_start": start, "bucket_minutes": size,
+        **head(plan, fleet=p.sees_fleet,
+               own_objective=None if p.sees_fleet else own_objectives(session, p.tenant_id, [plan])[plan.id]),
+        "assignments_total": count, "bucket_start": start, "bucket_minutes": size,
         "buckets": n,
         "lanes": [{"region": r, "hardware": h, "inventory_gpus": inventory.get((r, h), 0),
                    "gpus_in_use": [round(x, 3) for x in gpus.get((r, h), [0.0] * n)]} for r, h in lanes],

@@ -36,8 +36,10 @@ def _bravo_assignment(session, world: World, now) -> None:  # type: ignore[no-un
 def test_a_read_only_tenant_sees_no_fleet_wide_figure_in_any_plan_answer(client, session, world, now):
     _bravo_assignment(session, world, now)
     reader = bearer(world.tokens["bravo-readonly"])
-    answers = {path: client.get(path, headers=reader) for path in
-               ("/api/v1/plans", "/api/v1/plans/current", f"/api/v1/plans/{SHARED_BASE_ID}")}  # fmt: skip
+    paths = ["/api/v1/plans", "/api/v1/plans/current", f"/api/v1/plans/{SHARED_BASE_ID}"]
+    pages = [f"/api/v1/plans/{which}/{view}" for which in ("current", SHARED_BASE_ID)
+             for view in ("overview", "assignments")]  # fmt: skip
+    answers = {path: client.get(path, headers=reader) for path in paths + pages}
     for path, resp in answers.items():
         assert resp.status_code == 200, (path, resp.json)
         text = json.dumps(resp.json)
@@ -45,7 +47,8 @@ def test_a_read_only_tenant_sees_no_fleet_wide_figure_in_any_plan_answer(client,
             assert figure not in text, f"{path} shows the fleet-wide figure {figure}"
     summary = answers["/api/v1/plans"].json["items"][0]
     one = answers[f"/api/v1/plans/{SHARED_BASE_ID}"].json
-    for body in (summary, one, answers["/api/v1/plans/current"].json):
+    overview = answers[f"/api/v1/plans/{SHARED_BASE_ID}/overview"].json
+    for body in (summary, one, answers["/api/v1/plans/current"].json, overview):
         assert body["objective_value"] == BRAVO_COST  # the objective (cost) over bravo's own jobs
         assert body["best_bound"] is None and body["gap_pct"] is None
     assert summary["fleet"] is None and one["region_totals"] == []

@@ -66,3 +66,10 @@ def test_the_secret_env_reaches_the_runtime_spec_and_is_rotated_with_the_keys(se
     assert keys_cmd.rotate_all(session, new_keys) == 1
     token = session.get(Job, job.id).secret_env_encrypted or ""
     assert crypto.key_index(new_keys, token) == 0 and crypto.decrypt_json(new_keys[:1], token) == {"HF_TOKEN": SECRET}
+
+
+def test_a_runtime_spec_never_shows_its_env_in_a_repr() -> None:
+    from connectors.base import JobSpec
+
+    spec = JobSpec(run_key="gs-1", name="n", command="true", hardware="h100", env={"HF_TOKEN": SECRET})
+    assert SECRET not in repr(spec) and SECRET not in str(spec)  # a logged spec or error message carries no secret
