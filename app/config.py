@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from optimizer.grid import check_slot_minutes
 from optimizer.problem import ObjectiveKind
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -32,7 +33,8 @@ class Settings:
     replan_interval_s: float = 3600.0
     claim_stale_s: float = 120.0
     visibility_timeout_s: int = 60
-    slot_minutes: int = 60
+    # planning grid [min]: 5 to 60, dividing the hour (optimizer.grid); hourly prices are held over its slots
+    slot_minutes: int = 15
     horizon_hours: int = 72
     plan_time_limit_s: float = 10.0
     # the nightly plan has time to spare: from ~15 s the planner also runs its MIP around the best plan
@@ -89,6 +91,10 @@ class Settings:
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError(f"GRIDSHIFT_LOG_LEVEL (Settings.log_level): {self.log_level!r} is not DEBUG, INFO, "
                              "WARNING, ERROR or CRITICAL")
+        try:
+            check_slot_minutes(self.slot_minutes)
+        except ValueError as exc:
+            raise ValueError(f"GRIDSHIFT_SLOT_MINUTES (Settings.slot_minutes): {exc}") from None
         try:
             object.__setattr__(self, "objective", ObjectiveKind(self.objective))
         except ValueError:

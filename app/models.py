@@ -226,6 +226,8 @@ class MarketSeries(Base):
     source: Mapped[str] = mapped_column(String(64), default="import")
     issued_at: Mapped[datetime | None]  # for published forecasts (e.g. TSO day-ahead load)
     quantiles: Mapped[dict[str, Any] | None] = mapped_column()
+    # how long the value holds from ts [min]: 60 hourly, 15 for quarter-hour products (migration 0008)
+    resolution_minutes: Mapped[int] = mapped_column(Integer, default=60, server_default="60")
 
 
 class ForecastRun(Base):

@@ -125,7 +125,8 @@ def savings(args, hardware) -> dict:
     price, carbon = window(curves, start, hours, "realised")
     specs = generate(args.jobs, args.regions, args.seed)
     realised = build_problem(
-        specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price, args.cost_cap)
+        specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price, args.cost_cap),
+        slot_minutes=args.slot_minutes,
     )
     f_price, f_carbon = window(curves, start, hours, args.forecast)
     planned_on = with_curves(realised, f_price, f_carbon)
@@ -141,7 +142,8 @@ def savings(args, hardware) -> dict:
         "regions": args.regions,
         "start": args.start,
         "days": args.days,
-        "slots": hours,
+        "slots": realised.n_slots,
+        "slot_minutes": args.slot_minutes,
         "objective": args.objective,
         "forecast": args.forecast,
         "time_limit_s": args.time_limit,
@@ -157,7 +159,8 @@ def savings(args, hardware) -> dict:
         "gridshift_notes": list(ours.stats.notes),
     }
     print(
-        f"Savings: {args.jobs} jobs x {len(args.regions)} regions x {len(hardware)} hardware x {hours} slots "
+        f"Savings: {args.jobs} jobs x {len(args.regions)} regions x {len(hardware)} hardware x {realised.n_slots} "
+        f"slots of {args.slot_minutes} min "
         f"from {args.start}, objective={args.objective}, gridshift plans on {args.forecast} curves"
     )
     print(
@@ -212,7 +215,8 @@ def scale(args, hardware) -> dict:
     )
     rows = []
     print(
-        f"Scale: gridshift, {len(args.regions)} regions x {len(hardware)} hardware x {args.days * 24} slots, "
+        f"Scale: gridshift, {len(args.regions)} regions x {len(hardware)} hardware x "
+        f"{args.days * 24 * 60 // args.slot_minutes} slots of {args.slot_minutes} min, "
         f"objective={args.objective}, {args.workers} workers"
     )
     print(
@@ -222,7 +226,8 @@ def scale(args, hardware) -> dict:
     for n, limit in zip(sizes, limits, strict=True):
         specs = generate(n, args.regions, args.seed)
         pb = build_problem(
-            specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price, args.cost_cap)
+            specs, hardware, price, carbon, start, make_objective(args.objective, args.carbon_price, args.cost_cap),
+            slot_minutes=args.slot_minutes,
         )
         t0 = time.perf_counter()
         plan = SOLVERS["gridshift"](pb, SolveParams(limit, args.workers, args.seed, rins=not args.no_rins))
@@ -252,7 +257,8 @@ def scale(args, hardware) -> dict:
             f"{(plan.best_bound or math.nan):>14.2f} {_fmt(plan.gap_pct):>8} {len(plan.unplanned):>8d} "
             f"{plan.stats.num_classes:>8d} {plan.stats.num_options:>9d} {report.ok!s:>8}"
         )
-    return {"scale": rows, "regions": args.regions, "days": args.days, "objective": args.objective}
+    return {"scale": rows, "regions": args.regions, "days": args.days, "objective": args.objective,
+            "slot_minutes": args.slot_minutes}
 
 
 def _count(plan: Plan) -> dict:
@@ -280,7 +286,8 @@ def _replay_day(d: int) -> tuple[int, dict | None]:
     f_price, f_carbon = window(curves, start, args.days * 24, args.forecast)
     out: dict = {}
     for o in REPLAY_OBJECTIVES:
-        realised = build_problem(specs, hardware, price, carbon, start, make_objective(o, args.carbon_price))
+        realised = build_problem(specs, hardware, price, carbon, start, make_objective(o, args.carbon_price),
+                                 slot_minutes=args.slot_minutes)
         planned_on = with_curves(realised, f_price, f_carbon)
         rows, _ = run_policies(
             realised,
@@ -382,7 +389,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--regions", default="DE,FR,ES,FI,PL")
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--start", default="2022-03-01")
-    ap.add_argument("--days", type=int, default=4, help="planning horizon [days] (hourly slots)")
+    ap.add_argument("--days", type=int, default=4, help="planning horizon [days]")
+    ap.add_argument(
+        "--slot-minutes", type=int, default=60, choices=[5, 10, 15, 20, 30, 60],
+        help="slot length [min]; hourly prices are held over the hour's slots",
+    )
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)

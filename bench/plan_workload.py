@@ -24,7 +24,10 @@ Workload parameters (all drawn from ``numpy.random.default_rng(seed)``):
   clipped to [10 min, 48 h];
 - slack: uniform integer 0..72 h; the deadline is release + H100 run time + slack, capped at the horizon end;
 - memory per GPU [GB]: training 40..120, rendering 16..40, inference 20..80 (uniform) -> hardware eligibility;
-- interruptible: training 50 %, rendering 30 % (min chunk 2 slots, 1 slot checkpoint/restore overhead);
+- interruptible: training 50 %, rendering 30 % (min chunk 2 h, 1 h checkpoint/restore overhead);
+- on a grid of ``slot_minutes`` < 60 the hourly curves are held over the hour's slots (as the planner holds an
+  hourly market series), run times round up to whole slots and releases, slack, chunks and overheads keep their
+  lengths in hours, so that 15- and 60-minute plans of the same workload compare;
 - job arrays: rendering and inference submissions are arrays of identical tasks with probability 0.5
   (size 1 + geometric, mean 4), which the planner aggregates into classes;
 - home region uniform; 20 % of jobs are resident (home region only); preferred hardware H100 when eligible.
@@ -192,30 +195,37 @@ def build_problem(
     start: datetime,
     objective: Objective,
     fleet_jobs: int | None = None,
+    slot_minutes: int = 60,
 ) -> Problem:
-    """Problem over ``len(price)`` hourly slots; fleet sized from ``specs`` (or ``fleet_jobs`` of them)."""
+    """Problem over ``len(price)`` hourly curves held on slots of ``slot_minutes`` (a divisor of 60); fleet sized
+    from ``specs`` (or ``fleet_jobs`` of them)."""
+    if slot_minutes <= 0 or 60 % slot_minutes:
+        raise ValueError(f"slot_minutes must divide 60, got {slot_minutes}")
+    per_h = 60 // slot_minutes
+    price, carbon = held(price, per_h), held(carbon, per_h)
     T = len(price)
     regions = list(price.columns)
     jobs = []
     gpu_hours = 0.0
     for s in specs:
         dur = {
-            h.name: max(1, math.ceil(s.ref_hours / h.relative_throughput - 1e-9))
+            h.name: max(1, math.ceil(s.ref_hours * per_h / h.relative_throughput - 1e-9))
             for h in hardware
             if h.memory_gb >= s.memory_gb
         }
         if not dur:
             dur = {}
         power = {h.name: h.power_kw_per_gpu * BUSY[s.kind] for h in hardware}
-        h100 = max(1, math.ceil(s.ref_hours - 1e-9))
-        deadline = min(T, s.release + h100 + s.slack_h)
+        h100 = max(1, math.ceil(s.ref_hours * per_h - 1e-9))
+        release = s.release * per_h
+        deadline = min(T, release + h100 + s.slack_h * per_h)
         preferred = "H100" if "H100" in dur else (min(dur, key=dur.get) if dur else None)
         jobs.append(
             Job(
                 s.job_id,
                 s.gpus,
                 dur,
-                s.release,
+                release,
                 deadline,
                 power_kw_per_gpu=power,
                 memory_gb_per_gpu=s.memory_gb,
@@ -223,8 +233,8 @@ def build_problem(
                 home_region=s.home,
                 preferred_hardware=preferred,
                 interruptible=s.interruptible,
-                min_chunk_slots=2,
-                checkpoint_overhead_slots=1,
+                min_chunk_slots=2 * per_h,
+                checkpoint_overhead_slots=per_h,
             )
         )
         gpu_hours += s.gpus * s.ref_hours
@@ -245,11 +255,21 @@ def build_problem(
                 pue=pue,
             )
         )
-    return Problem(start, 60, T, tuple(regs), hardware, tuple(jobs), objective=objective)
+    return Problem(start, slot_minutes, T, tuple(regs), hardware, tuple(jobs), objective=objective)
+
+
+def held(curve: pd.DataFrame, per_hour: int) -> pd.DataFrame:
+    """An hourly curve on slots of ``60 / per_hour`` minutes, each hour's value held over its slots."""
+    if per_hour == 1:
+        return curve
+    idx = pd.date_range(curve.index[0], periods=len(curve) * per_hour, freq=f"{60 // per_hour}min")
+    return pd.DataFrame(np.repeat(curve.to_numpy(), per_hour, axis=0), index=idx, columns=curve.columns)
 
 
 def with_curves(problem: Problem, price: pd.DataFrame, carbon: pd.DataFrame) -> Problem:
-    """Same fleet and jobs with other price and carbon curves (e.g. forecast instead of realised)."""
+    """Same fleet and jobs with other (hourly) price and carbon curves (e.g. forecast instead of realised)."""
+    per_h = 60 // problem.slot_minutes
+    price, carbon = held(price, per_h), held(carbon, per_h)
     regs = tuple(
         Region(
             r.name,

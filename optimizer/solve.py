@@ -49,6 +49,7 @@ from optimizer.bound import Choice, Multipliers, evaluate
 from optimizer.candidates import Candidates, place_fast
 from optimizer.chunking import valid_bound
 from optimizer.cpsat import build_classes
+from optimizer.grid import prefer_earliest
 from optimizer.heuristic import greedy_order, penalised_objective, place, size_order
 from optimizer.pipeline import CHUNK_BOUND_S_PER_PAIR, SHARE, Incumbent, Phase, SolveRun, cap_ok
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
@@ -302,7 +303,9 @@ def finish_run(run: SolveRun, name: str) -> Plan:
         phases=run.phases,
         notes=tuple(run.notes),
     )
-    plan, reason = best.plan, UnplannedReason.CAPACITY
+    # equal-cost starts (hourly prices held over quarter-hours) resolve to the earliest: cheapest now starts now
+    plan = prefer_earliest(tb, best.plan, until=time.perf_counter() + 0.05 * run.params.time_limit_s)
+    reason = UnplannedReason.CAPACITY
     if not cap_ok(tb, plan):
         plan, status, reason = Choice.empty(tb.J), PlanStatus.NO_SOLUTION, UnplannedReason.NOT_SOLVED
     out = assemble_plan(

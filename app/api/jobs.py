@@ -28,7 +28,9 @@ def submit(data: dict[str, Any]) -> Any:
     """Submit one job."""
     p = writer()
     db = extensions.db_session()
-    _batch, ids = svc.submit_jobs(db, p, [data], prefix="", keys=extensions.settings().encryption_keys)
+    settings = extensions.settings()
+    _batch, ids = svc.submit_jobs(db, p, [data], prefix="", keys=settings.encryption_keys,
+                                  slot_minutes=settings.slot_minutes)
     db.commit()
     return svc.get_job(db, p, ids[0])
 
@@ -56,7 +58,7 @@ def submit_batch(data: dict[str, Any]) -> Any:
         seen = svc.find_idempotent(db, p.tenant_id, key, digest)
         if seen is not None:
             return seen.response, seen.status_code
-    batch_id, ids = svc.submit_jobs(db, p, data["jobs"], keys=settings.encryption_keys)
+    batch_id, ids = svc.submit_jobs(db, p, data["jobs"], keys=settings.encryption_keys, slot_minutes=settings.slot_minutes)
     body = {"batch_id": batch_id, "count": len(ids), "job_ids": ids}
     if key:
         svc.remember_idempotent(db, p.tenant_id, key, digest, 201, body)

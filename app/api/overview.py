@@ -70,10 +70,11 @@ class OverviewOut(Schema):
 @blp.arguments(OverviewQuery, location="query")
 @blp.response(200, OverviewOut)
 def get_overview(q: dict[str, Any]) -> Any:
-    """Per region, hourly over [now - hours_back, now + hours_ahead)."""
+    """Per region, on the planning grid's slots over [now - hours_back, now + hours_ahead)."""
     now = utcnow()
     session = extensions.db_session()
-    regions = overview.regions_overview(session, now, hours_back=q["hours_back"], hours_ahead=q["hours_ahead"])
+    regions = overview.regions_overview(session, now, hours_back=q["hours_back"], hours_ahead=q["hours_ahead"],
+                                        slot_minutes=extensions.settings().slot_minutes)
     origin = provenance.market_provenance(session, now - timedelta(hours=q["hours_back"]),
                                           now + timedelta(hours=q["hours_ahead"]))
     return {"now": now, "tenant": principal().tenant_slug, "regions": regions, "market_data": origin.kind,

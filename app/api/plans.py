@@ -276,7 +276,8 @@ def preview(data: dict[str, Any]) -> Any:
     writer()
     session = extensions.db_session()
     now = utcnow()
-    (job,) = jobs.validate_batch([data], snapshot(session), now, prefix="")  # same checks and errors as submit
+    (job,) = jobs.validate_batch([data], snapshot(session), now, prefix="",  # same checks and errors as submit
+                                 slot_minutes=extensions.settings().slot_minutes)
     result = _planning().preview_job(session, extensions.settings(), job, now)
     session.rollback()  # a preview never writes
     return _preview_body(result)

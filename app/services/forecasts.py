@@ -98,7 +98,10 @@ def _series(session: Session, zone: str, kind: SeriesKind, start: datetime, end:
     if not points:
         return pd.Series(dtype=float, name=kind.value)
     ts = pd.DatetimeIndex([p.ts for p in points]).tz_convert("UTC")
-    return pd.Series([p.value for p in points], index=ts, dtype=float, name=kind.value)
+    series = pd.Series([p.value for p in points], index=ts, dtype=float, name=kind.value)
+    if any(p.minutes < 60 for p in points):  # quarter-hourly products: the forecast models work on hours
+        series = series.resample("h").mean().dropna().rename(kind.value)
+    return series
 
 
 def _covers(series: pd.Series, target: pd.Series) -> int | None:

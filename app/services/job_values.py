@@ -3,8 +3,10 @@
 Submission validates a request's fields (``app.services.jobs.check_job``, which names each bad field) and then holds
 them as a :class:`JobValues`: that value is what is stored, what the preview plans, and what the planner reads back
 from a stored row (:meth:`JobValues.from_row`). Defaults are applied once, at submission, so no reader needs a
-fallback. Durations are rounded once: the work is turned into whole minutes per hardware type here
-(:meth:`JobValues.minutes_on`), and whole minutes into slots by exact integer division (:func:`minutes_to_slots`).
+fallback. Durations are rounded once: the work is turned into minutes per hardware type here, rounded up to whole
+seconds (:meth:`JobValues.minutes_on`; a 20-second job lasts 20 seconds, not a minute or a slot). The planning grid
+turns them into slots (``optimizer.grid.TimeGrid.slots_needed``); chunk lengths and overheads, whole minutes, become
+slots by exact integer division (:func:`minutes_to_slots`).
 """
 
 from __future__ import annotations
@@ -59,8 +61,8 @@ class JobValues:
         """The ``jobs`` columns this value fills."""
         return {name: getattr(self, name) for name in JOB_COLUMNS}
 
-    def minutes_on(self, fleet: FleetSnapshot) -> dict[str, int]:
-        """Duration on each hardware type the job may use [min], rounded up to whole minutes (the one rounding)."""
+    def minutes_on(self, fleet: FleetSnapshot) -> dict[str, float]:
+        """Duration on each hardware type the job may use [min], rounded up to whole seconds (the one rounding)."""
         return minutes_on(self.as_row(), fleet)
 
 
@@ -84,18 +86,24 @@ def normalise(submitted: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     return row
 
 
-def minutes_on(row: Mapping[str, Any], fleet: FleetSnapshot) -> dict[str, int]:
-    """Duration on each hardware type [min], rounded up, from normalised fields (validation reads it before the
-    fields become a :class:`JobValues`): the explicit durations, else the reference work scaled by throughput."""
+def minutes_on(row: Mapping[str, Any], fleet: FleetSnapshot) -> dict[str, float]:
+    """Duration on each hardware type [min], rounded up to whole seconds, from normalised fields (validation reads it
+    before the fields become a :class:`JobValues`): the explicit durations, else the reference work scaled by
+    throughput."""
     explicit = row.get("durations_minutes")
     if explicit:
-        return {hw: math.ceil(float(m)) for hw, m in explicit.items()}
+        return {hw: _whole_seconds(float(m)) for hw, m in explicit.items()}
     ref = row.get("reference_hardware") or REFERENCE_HARDWARE
     cls = str(row.get("workload_class") or WorkloadClass.TRAINING)
     ref_thr = fleet.throughput(ref, cls)
     gpu_hours = float(row["reference_gpu_hours"])
-    return {hw: math.ceil(gpu_hours / row["gpu_count"] * ref_thr / fleet.throughput(hw, cls) * 60.0)
+    return {hw: _whole_seconds(gpu_hours / row["gpu_count"] * ref_thr / fleet.throughput(hw, cls) * 60.0)
             for hw in fleet.hardware}
+
+
+def _whole_seconds(minutes: float) -> float:
+    """``minutes`` rounded up to a whole second (at least one) [min]."""
+    return max(1, math.ceil(minutes * 60.0 - 1e-6)) / 60.0
 
 
 def minutes_to_slots(minutes: int, slot_minutes: int) -> int:

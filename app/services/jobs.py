@@ -27,6 +27,7 @@ from app.services.fleet import FleetSnapshot, snapshot
 from app.services.job_states import set_state
 from app.services.job_values import JobValues, minutes_on, normalise
 from app.services.pages import decode_cursor, encode_cursor
+from optimizer.grid import TimeGrid
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +35,16 @@ class Eligibility:
     """Where and on what a job can run, and how long it takes there [minutes]."""
 
     regions: tuple[str, ...]
-    durations_minutes: dict[str, int]  # hardware code -> duration
+    durations_minutes: dict[str, float]  # hardware code -> duration
 
 
-def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "") -> tuple[Eligibility | None, list[FieldError]]:
-    """Validate one job against the fleet; returns its eligibility or the errors, each naming its field."""
+def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "",
+              grid: TimeGrid | None = None) -> tuple[Eligibility | None, list[FieldError]]:
+    """Validate one job against the fleet; returns its eligibility or the errors, each naming its field.
+
+    With ``grid`` (the planning grid seen now), a window the planner could not fit the run into on any allowed
+    hardware is refused here, naming the earliest deadline that fits, rather than accepted and left out later.
+    """
     errs: list[FieldError] = []
 
     def err(name: str, msg: str) -> None:
@@ -114,9 +120,12 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
         fastest = min(durations, key=durations.__getitem__)
         err(
             "deadline_at",
-            f"window of {window:.0f} min is shorter than the job's {durations[fastest]} min on its fastest "
+            f"window of {window:.0f} min is shorter than the job's {durations[fastest]:g} min on its fastest "
             f"allowed hardware ({fastest})",
         )
+        return None, errs
+    if grid is not None and (late := _window_on_grid(grid, release, deadline, durations)):
+        err("deadline_at", late)
         return None, errs
     if fields.get("interruptible") and fields.get("min_chunk_minutes", 60) <= 0:
         err("min_chunk_minutes", "must be positive")
@@ -125,17 +134,35 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
     return Eligibility(usable_regions, durations), []
 
 
+def _window_on_grid(grid: TimeGrid, release: datetime, deadline: datetime, durations: dict[str, float]) -> str | None:
+    """Why the planner could not fit the run between its earliest start and its deadline on ``grid`` on any of the
+    hardware types in ``durations`` [min], naming the earliest deadline that fits; None when it fits."""
+    start_slot, last_slot = grid.release_slot(release), grid.deadline_slot(deadline)
+    if any(start_slot + grid.slots_needed(m, release) <= last_slot for m in durations.values()):
+        return None
+    earliest = min(grid.earliest_deadline(m, release) for m in durations.values())
+    fastest = min(durations, key=durations.__getitem__)
+    start = grid.earliest_start(release)
+    return (f"the window from {start.isoformat()} to {deadline.isoformat()} cannot hold the job's "
+            f"{durations[fastest]:g} min on any allowed hardware (fastest: {fastest}) on the {grid.slot_minutes}-minute "
+            f"planning grid, where a run ends by the slot boundary before its deadline; the earliest feasible "
+            f"deadline is {earliest.isoformat()}")
+
+
 def validate_batch(
-    items: Sequence[dict[str, Any]], fleet: FleetSnapshot, now: datetime, *, prefix: str = "jobs"
+    items: Sequence[dict[str, Any]], fleet: FleetSnapshot, now: datetime, *, prefix: str = "jobs",
+    slot_minutes: int | None = None,
 ) -> list[JobValues]:
     """Normalise and check every item; raises ValidationFailed listing the first ``MAX_ERRORS`` bad fields and
-    counting all of them (the answer's size does not grow with the batch)."""
+    counting all of them (the answer's size does not grow with the batch). With ``slot_minutes`` (the planning
+    grid's), windows are checked on the grid seen at ``now`` (:func:`check_job`)."""
     rows: list[dict[str, Any]] = []
     errors: list[FieldError] = []
     count = bad = 0
+    grid = TimeGrid.at(now, slot_minutes, slot_minutes) if slot_minutes else None
     for i, item in enumerate(items):
         row = normalise(item, now)
-        _elig, errs = check_job(row, fleet, prefix=f"{prefix}[{i}]." if prefix else "")
+        _elig, errs = check_job(row, fleet, prefix=f"{prefix}[{i}]." if prefix else "", grid=grid)
         if errs:
             bad += 1
             count += len(errs)
@@ -155,11 +182,14 @@ def submit_jobs(
     now: datetime | None = None,
     prefix: str = "jobs",
     keys: tuple[str, ...] = (),
+    slot_minutes: int | None = None,
 ) -> tuple[str, list[int]]:
     """Store a whole batch in one transaction; returns (batch id, job ids in input order). A job's ``secret_env`` is
-    stored encrypted with the newest of ``keys`` (app/crypto.py), never in clear."""
+    stored encrypted with the newest of ``keys`` (app/crypto.py), never in clear. With ``slot_minutes`` (the planning
+    grid's), a window the planner could not fit is refused (:func:`check_job`)."""
     now = now or utcnow()
-    rows = [values.as_row() for values in validate_batch(items, snapshot(session), now, prefix=prefix)]
+    rows = [values.as_row() for values in validate_batch(items, snapshot(session), now, prefix=prefix,
+                                                         slot_minutes=slot_minutes)]
     batch_id = uuid.uuid4().hex
     for row, item in zip(rows, items, strict=True):
         secret_env = item.get("secret_env") or None

@@ -9,7 +9,10 @@ Accepted CSV formats (gzip allowed):
 * **long**: ``zone,kind,timestamp,value`` and optionally ``unit,source,issued_at``; one point per line; ``kind`` is
   one of price, carbon_intensity, renewable_share, load, load_forecast, wind_solar_forecast, generation_forecast.
 
-Timestamps must carry a UTC offset (``Z`` or ``+01:00``). Blank lines are skipped. A bad line fails the whole
+Timestamps must carry a UTC offset (``Z`` or ``+01:00``). Blank lines are skipped. Series at any resolution are
+stored as they come: the long format may give ``resolution_minutes`` per line (a divisor of 60 or whole hours);
+otherwise a series' resolution is the spacing of its timestamps in the file when that divides the hour (15 for
+quarter-hourly ENTSO-E data), else 60 (the harmonized hourly files, a single point, irregular times). A bad line fails the whole
 import with its line number; nothing is stored from a failed import.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import math
 import zlib
 from collections.abc import Callable, Iterable
@@ -63,6 +67,32 @@ class Point:
     unit: str
     source: str
     issued_at: datetime | None = None
+    minutes: int | None = None  # how long the value holds [min]; None: from the spacing of its series
+
+
+def with_resolution(points: list[Point]) -> list[Point]:
+    """``points`` with every missing resolution set to the spacing of its series' timestamps [min]: the smallest gap
+    when it divides the hour (15 for quarter-hourly data), else 60 (hourly data, one point, or irregular times)."""
+    stamps: dict[tuple, set[datetime]] = {}
+    for p in points:
+        if p.minutes is None:
+            stamps.setdefault((p.zone, p.kind, p.source, p.issued_at), set()).add(p.ts)
+    spacing: dict[tuple, int] = {}
+    for key, ts in stamps.items():
+        ordered = sorted(ts)
+        step = min(((b - a).total_seconds() / 60.0 for a, b in itertools.pairwise(ordered)), default=60.0)
+        spacing[key] = int(step) if step == int(step) and 1 <= step <= 60 and 60 % int(step) == 0 else 60
+    return [p if p.minutes is not None else
+            Point(p.zone, p.kind, p.ts, p.value, p.unit, p.source, p.issued_at, spacing[(p.zone, p.kind, p.source,
+                                                                                          p.issued_at)])
+            for p in points]
+
+
+def _minutes(raw: str) -> int:
+    minutes = int(raw.strip())
+    if minutes <= 0 or (60 % minutes and minutes % 60):
+        raise ValueError(f"resolution_minutes {minutes} must divide 60 or be whole hours")
+    return minutes
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -161,7 +191,8 @@ def _parse_csv(
                     raise ValueError("zone is empty")
                 if (start and ts < start) or (end and ts >= end):
                     continue
-                points.append(Point(z, kind, ts, value, unit, src, issued))
+                res = row[idx["resolution_minutes"]] if "resolution_minutes" in idx else ""
+                points.append(Point(z, kind, ts, value, unit, src, issued, _minutes(res) if res.strip() else None))
             except (ValueError, IndexError) as exc:
                 n_bad += 1
                 if len(errors) < MAX_ERRORS:
@@ -173,7 +204,7 @@ def _parse_csv(
         )
     if errors:
         raise ValidationFailed(f"{n_bad} bad line(s); nothing was imported", errors, error_count=n_bad)
-    return points
+    return with_resolution(points)
 
 
 def read_csv(path: Path, *, zone: str | None = None, source: str | None = None,
@@ -216,12 +247,13 @@ def store(session: Session, points: list[Point], *, chunk: int = 5000,
     stmt = stmt.on_conflict_do_update(
         index_elements=["zone", "kind", "source", "ts"],
         set_={"value": stmt.excluded.value, "unit": stmt.excluded.unit, "issued_at": stmt.excluded.issued_at,
+              "resolution_minutes": stmt.excluded.resolution_minutes,
               "id": stmt.excluded.id},  # the id drawn for the proposed row (nextval on PostgreSQL, rowid on SQLite)
     )
     for i in range(0, len(points), chunk):
         rows = [
             {"zone": p.zone, "kind": p.kind.value, "ts": p.ts, "value": p.value, "unit": p.unit,
-             "source": p.source, "issued_at": p.issued_at}
+             "source": p.source, "issued_at": p.issued_at, "resolution_minutes": p.minutes or 60}
             for p in points[i : i + chunk]
         ]
         session.execute(stmt, rows)

@@ -1,5 +1,6 @@
 """The fleet at a glance, per region: forecasts with their interval against the realised series, planned power
-against the power budget per hour, and GPUs in use per hardware type. Aggregates only: no job appears here.
+against the power budget per slot of the planning grid, and GPUs in use per hardware type. Aggregates only: no job
+appears here.
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ class RegionView:
     timezone: str
     power_budget_kw: float
     series: list[SeriesView]
-    slots: list[datetime]  # hour starts
-    planned_kw: list[float]  # facility power of the current plan per hour [kW]
-    budget_kw: list[float]  # lowest budget in force during the hour, overrides applied [kW]
+    slots: list[datetime]  # slot starts (the planning grid)
+    planned_kw: list[float]  # mean facility power of the current plan per slot [kW]
+    budget_kw: list[float]  # lowest budget in force during the slot, overrides applied [kW]
     gpus: list[dict[str, Any]]  # [{hardware, inventory, in_use_now, peak_planned}]
 
 
@@ -99,11 +100,15 @@ def _series(session: Session, zone: str, kind: SeriesKind, start: datetime, now:
     )
 
 
-def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, hours_ahead: int = 48) -> list[RegionView]:
-    """Every region's overview for [now - hours_back, now + hours_ahead), hourly."""
+def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, hours_ahead: int = 48,
+                     slot_minutes: int = 60) -> list[RegionView]:
+    """Every region's overview for [now - hours_back, now + hours_ahead) on slots of ``slot_minutes`` (the planning
+    grid's, so a quarter-hour budget dip or a 20-second job shows as the planner sees it): planned power is each
+    slot's mean draw, the budget the lowest in force in it."""
     hour = now.replace(minute=0, second=0, microsecond=0)
     start, end = hour - timedelta(hours=hours_back), hour + timedelta(hours=hours_ahead)
-    slots = [start + timedelta(hours=i) for i in range(hours_back + hours_ahead)]
+    step = timedelta(minutes=slot_minutes)
+    slots = [start + step * i for i in range((hours_back + hours_ahead) * 60 // slot_minutes)]
     regions = list(session.scalars(
         select(Region).options(selectinload(Region.overrides),
                                selectinload(Region.inventory).selectinload(Inventory.hardware_type))
@@ -135,16 +140,16 @@ def regions_overview(session: Session, now: datetime, *, hours_back: int = 24, h
         for s, e in running_intervals(a):
             if s <= now < e:
                 in_use[(a.region_id, a.hardware)] += gpus
-            for i in slots_of(s, e, start=start, slot_minutes=60, n_slots=len(slots)):  # the hours it touches
+            for i in slots_of(s, e, start=start, slot_minutes=slot_minutes, n_slots=len(slots)):  # slots it touches
                 slot = slots[i]
-                overlap = (min(e, slot + timedelta(hours=1)) - max(s, slot)).total_seconds()
+                overlap = (min(e, slot + step) - max(s, slot)).total_seconds()
                 if overlap > 0:
-                    load[a.region_id][i] += kw * overlap / 3600.0
+                    load[a.region_id][i] += kw * overlap / step.total_seconds()
                     peak[(a.region_id, a.hardware)][i] += gpus
     out = []
     for r in regions:
         windows = [(o.start_at, o.end_at, o.power_kw) for o in r.overrides]
-        budget = [lowest_budget_kw(r.power_budget_kw, windows, slot, slot + timedelta(hours=1)) for slot in slots]
+        budget = [lowest_budget_kw(r.power_budget_kw, windows, slot, slot + step) for slot in slots]
         gpus = [
             {"hardware": inv.hardware_type.code, "inventory": inv.gpu_count,
              "in_use_now": in_use.get((r.id, inv.hardware_type.code), 0),

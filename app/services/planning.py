@@ -45,14 +45,13 @@ from app.services.assignments import (
     held_intervals,
     per_slot_use,
     planned_intervals,
-    slot_index,
     slots_of,
 )
 from app.services.audit import last_entry
 from app.services.fleet import FleetSnapshot, lowest_budget_kw, snapshot
 from app.services.job_states import set_state
 from app.services.job_values import JobValues, minutes_to_slots
-from app.services.series import hourly_series
+from app.services.series import slot_values
 from optimizer import (
     SOLVERS,
     Objective,
@@ -67,6 +66,8 @@ from optimizer import Job as OptJob
 from optimizer import Plan as OptPlan
 from optimizer import Problem as OptProblem
 from optimizer import Region as OptRegion
+from optimizer.bundle import Bundles, bundle_short_jobs, unbundle
+from optimizer.grid import RunFigures, TimeGrid, interval_figures, run_intervals
 
 OPEN_STATES = (JobState.PENDING, JobState.PLANNED)
 FINAL_REASONS = {
@@ -128,21 +129,11 @@ def objective_of(settings: Settings, objective: str) -> Objective:
     return Objective(kind, carbon_price_per_tonne=settings.carbon_price_per_tonne)
 
 
-def _series(session: Session, zone: str, kind: SeriesKind, slots: list[datetime], end: datetime) -> list[float]:
-    """Value per slot start: the value of the slot's hour by :func:`app.services.series.hourly_series` (published, else
-    forecast-run point, else an imported forecast), else NaN."""
-    hourly = {p.ts: p.value for p in hourly_series(session, zone, kind, slots[0] - timedelta(hours=1), end,
-                                                   forecasts=True)}
-    out = []
-    for t in slots:
-        v = hourly.get(t.replace(minute=0, second=0, microsecond=0))
-        out.append(float(v) if v is not None else math.nan)
-    return out
-
-
-def to_opt_job(job: JobValues, job_id: str, fleet: FleetSnapshot, start: datetime, slot_minutes: int) -> OptJob:
-    """Optimizer job from a job's values, its times as slots from ``start``."""
-    durations = {hw: max(1, minutes_to_slots(m, slot_minutes)) for hw, m in job.minutes_on(fleet).items()}
+def to_opt_job(job: JobValues, job_id: str, fleet: FleetSnapshot, grid: TimeGrid) -> OptJob:
+    """Optimizer job from a job's values on ``grid``: it may start in the slot holding its earliest start (now or its
+    release), occupies the slots its run needs counted from there, and ends by the boundary before its deadline."""
+    sm = grid.slot_minutes
+    durations = {hw: grid.slots_needed(m, job.release_at) for hw, m in job.minutes_on(fleet).items()}
     power = {hw: fleet.power_w(hw, job.workload_class.value) / 1000.0 for hw in durations}
     regions = list(job.allowed_regions or fleet.regions)
     if job.residency_tag:
@@ -150,25 +141,23 @@ def to_opt_job(job: JobValues, job_id: str, fleet: FleetSnapshot, start: datetim
     ref = job.reference_hardware
     return OptJob(
         job_id=job_id, gpus=job.gpu_count, duration_slots=durations,
-        release_slot=max(0, slot_index(start, slot_minutes, job.release_at, up=True)),
-        deadline_slot=slot_index(start, slot_minutes, job.deadline_at, up=False),
+        release_slot=max(0, grid.release_slot(job.release_at)), deadline_slot=grid.deadline_slot(job.deadline_at),
         power_kw_per_gpu=power, memory_gb_per_gpu=float(job.memory_gb_per_gpu),
         allowed_regions=tuple(regions), allowed_hardware=tuple(job.allowed_hardware) if job.allowed_hardware else None,
         home_region=job.home_region, preferred_hardware=ref if ref in durations else None,
         priority=max(0, job.priority) + 1, interruptible=job.interruptible,
-        min_chunk_slots=max(1, minutes_to_slots(job.min_chunk_minutes, slot_minutes)),
-        checkpoint_overhead_slots=minutes_to_slots(job.checkpoint_overhead_minutes, slot_minutes),
+        min_chunk_slots=max(1, minutes_to_slots(job.min_chunk_minutes, sm)),
+        checkpoint_overhead_slots=minutes_to_slots(job.checkpoint_overhead_minutes, sm),
     )
 
 
 def build_problem(session: Session, settings: Settings, *, now: datetime, horizon_hours: int, objective: str,
                   jobs: Sequence[tuple[str, JobValues]]) -> tuple[OptProblem, FleetSnapshot]:
-    """The Problem for ``jobs`` (``(job_id, values)``) over the fleet, with held capacity taken off."""
-    sm = settings.slot_minutes
-    start = now.replace(second=0, microsecond=0) - timedelta(minutes=now.minute % sm if sm <= 60 else 0)
-    n = max(1, math.ceil(horizon_hours * 60 / sm))
-    end = start + timedelta(minutes=sm * n)
-    slots = [start + timedelta(minutes=sm * k) for k in range(n)]
+    """The Problem for ``jobs`` (``(job_id, values)``) over the fleet, with held capacity taken off, on the grid seen
+    at ``now`` (:func:`grid_at`)."""
+    grid = grid_at(settings, now, horizon_hours)
+    sm, n, start = grid.slot_minutes, grid.n_slots, grid.start
+    slots = grid.slot_starts()
     fleet = snapshot(session)
     hw_rows = {h.code: h for h in session.scalars(select(HardwareType))}
     hardware = tuple(OptHardware(c, h.memory_gb, h.tdp_w / 1000.0, fleet.throughput(c, "default")) for c, h in hw_rows.items())
@@ -193,15 +182,21 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
                 f"{reg.currency} prices need a rate in GRIDSHIFT_FX_RATES ({reg.currency}=<{settings.reporting_currency} per "
                 f"{reg.currency}>)")])
         regions.append(OptRegion(
-            reg.code, tuple(_series(session, reg.zone, SeriesKind.PRICE, slots, end)),
-            tuple(_series(session, reg.zone, SeriesKind.CARBON_INTENSITY, slots, end)), tuple(budget),
+            reg.code, tuple(slot_values(session, reg.zone, SeriesKind.PRICE, slots)),
+            tuple(slot_values(session, reg.zone, SeriesKind.CARBON_INTENSITY, slots)), tuple(budget),
             dict(info.inventory), pue=reg.pue, base_load_kw=tuple(held_kw[reg.code]) if reg.code in held_kw else None,
             inventory_per_slot=per_slot, currency=reg.currency,
         ))
-    opt_jobs = tuple(to_opt_job(values, jid, fleet, start, sm) for jid, values in jobs)
+    opt_jobs = tuple(to_opt_job(values, jid, fleet, grid) for jid, values in jobs)
     problem = OptProblem(start, sm, n, tuple(regions), hardware, opt_jobs, objective=objective_of(settings, objective),
                          currency=settings.reporting_currency, fx_rates=fx)
     return problem, fleet
+
+
+def grid_at(settings: Settings, now: datetime, horizon_hours: int) -> TimeGrid:
+    """The planning grid seen at ``now``: slot 0 holds ``now``, ``settings.slot_minutes`` long slots over the horizon
+    (one definition for the planner, the preview and the submission check)."""
+    return TimeGrid.at(now, settings.slot_minutes, horizon_hours * 60)
 
 
 def _params(settings: Settings, trigger: str = "") -> SolveParams:
@@ -238,19 +233,27 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     phase("problem")
     audit_seen = last_entry(session)  # before the fleet is read: a fleet change after it re-plans (replan.fleet_changed)
     open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
-    problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
-                               jobs=[(str(j.id), JobValues.from_row(j)) for j in open_jobs])
+    values = {str(j.id): JobValues.from_row(j) for j in open_jobs}
+    problem, fleet = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
+                                   jobs=list(values.items()))
+    grid = grid_at(settings, now, horizon_hours)
+    minutes = {jid: v.minutes_on(fleet) for jid, v in values.items()}
+    # jobs shorter than a slot that can run one after another share it (optimizer.bundle)
+    packed, bundles = bundle_short_jobs(problem, minutes, {jid: grid.release_offset_minutes(v.release_at)
+                                                           for jid, v in values.items()})
     phase("solve")
-    plan = get_solver("gridshift")(problem, _params(settings, trigger))
-    report = check_plan(problem, plan)
-    run_now = SOLVERS["run_now"](problem, _params(settings))
+    plan = get_solver("gridshift")(packed, _params(settings, trigger))
+    report = check_plan(packed, plan)
+    run_now = SOLVERS["run_now"](packed, _params(settings))
     phase("store")
+    real = real_runs(problem, grid, plan, values, fleet, bundles)
+    real_now = real_runs(problem, grid, run_now, values, fleet, bundles)
+    plan = unbundle(plan, bundles)
     end = problem.slot_start(problem.n_slots)
     status = STATUS.get(str(plan.status), PlanStatus.FAILED)
     stats = {"solve": {"wall_s": plan.stats.wall_s, "phases": dict(plan.stats.phases), "notes": list(plan.stats.notes),
                        "classes": plan.stats.num_classes, "options": plan.stats.num_options},
-             "cost": plan.cost, "carbon_kg": plan.carbon_kg, "energy_kwh": plan.energy_kwh,
-             "run_now": {"cost": run_now.cost, "carbon_kg": run_now.carbon_kg, "energy_kwh": run_now.energy_kwh}}
+             **_totals(real.values()), "run_now": _totals(real_now.values())}
     if not report.ok:  # never store a plan that breaks a constraint
         status, stats["violations"] = PlanStatus.FAILED, list(report.violations[:20])
     still_open = _lock_still_open(session, [j.id for j in open_jobs])
@@ -274,13 +277,13 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
         for a in plan.assignments:
             if int(a.job_id) not in still_open:
                 continue  # cancelled (or otherwise settled) while the solver ran: leave it as it is now
-            counter = run_now.assignment_of(a.job_id)
-            chunks = [[problem.slot_start(c.start_slot).isoformat(), problem.slot_start(c.end_slot).isoformat()]
-                      for c in a.chunks] if len(a.chunks) > 1 else None
+            intervals, figures = real[a.job_id]
+            counter = real_now[a.job_id][1] if a.job_id in real_now else None
+            chunks = [[s.isoformat(), e.isoformat()] for s, e in intervals] if len(intervals) > 1 else None
             session.add(Assignment(
                 plan_id=record.id, job_id=int(a.job_id), region_id=region_ids[a.region], hardware_type_id=hw_ids[a.hardware],
-                start_at=problem.slot_start(a.start_slot), end_at=problem.slot_start(a.end_slot), chunks=chunks,
-                energy_kwh=a.energy_kwh, cost=a.cost, currency=problem.currency, carbon_kg=a.carbon_kg,
+                start_at=intervals[0][0], end_at=intervals[-1][1], chunks=chunks,
+                energy_kwh=figures.energy_kwh, cost=figures.cost, currency=problem.currency, carbon_kg=figures.carbon_kg,
                 run_now_energy_kwh=counter.energy_kwh if counter else None, run_now_cost=counter.cost if counter else None,
                 run_now_carbon_kg=counter.carbon_kg if counter else None,
             ))
@@ -316,6 +319,36 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
                       trigger)
 
 
+def real_runs(problem: OptProblem, grid: TimeGrid, plan: OptPlan, values: dict[str, JobValues],
+              fleet: FleetSnapshot, bundles: Bundles | None = None,
+              ) -> dict[str, tuple[list[tuple[datetime, datetime]], RunFigures]]:
+    """Each placed job's real running intervals and what it uses over them (its length, not whole slots); the members
+    of a bundle run one after another from the latest earliest start among them."""
+    jobs = {j.job_id: j for j in problem.jobs}
+    out = {}
+    for a in plan.assignments:
+        members = bundles.of(a.job_id) if bundles is not None else (a.job_id,)
+        release = max(values[m].release_at for m in members)
+        after = 0.0
+        for m in members:
+            job, v = jobs[m], values[m]
+            minutes = v.minutes_on(fleet)[a.hardware]
+            intervals = run_intervals(grid, [(c.start_slot, c.end_slot) for c in a.chunks], release, minutes,
+                                      v.checkpoint_overhead_minutes, after)
+            after += minutes
+            region = problem.region(a.region)
+            kw = job.gpus * problem.job_power_kw_per_gpu(job, a.hardware) * region.pue
+            out[m] = intervals, interval_figures(grid, kw, intervals, region.price_per_mwh, region.carbon_g_per_kwh,
+                                                 problem.fx(region.currency))
+    return out
+
+
+def _totals(runs) -> dict[str, float]:
+    figures = [f for _, f in runs]
+    return {"cost": sum(f.cost for f in figures), "carbon_kg": sum(f.carbon_kg for f in figures),
+            "energy_kwh": sum(f.energy_kwh for f in figures)}
+
+
 def _lock_still_open(session: Session, job_ids: list[int]) -> set[int]:
     """Re-read the planned jobs after the solve, locked on PostgreSQL, and return those still open.
 
@@ -333,12 +366,13 @@ def _lock_still_open(session: Session, job_ids: list[int]) -> set[int]:
     return still
 
 
-def _figures(problem: OptProblem, plan: OptPlan) -> Figures | None:
+def _figures(problem: OptProblem, grid: TimeGrid, plan: OptPlan, job: JobValues, fleet: FleetSnapshot
+             ) -> Figures | None:
     a = plan.assignment_of("preview")
     if a is None:
         return None
-    return Figures(a.region, a.hardware, problem.slot_start(a.start_slot), problem.slot_start(a.end_slot),
-                   a.energy_kwh, a.cost, a.carbon_kg)
+    intervals, f = real_runs(problem, grid, plan, {"preview": job}, fleet)["preview"]
+    return Figures(a.region, a.hardware, intervals[0][0], intervals[-1][1], f.energy_kwh, f.cost, f.carbon_kg)
 
 
 # the preview plans at most this far ahead [h]: beyond a few days there are no prices or forecasts to plan on, and a
@@ -354,12 +388,13 @@ def preview_job(session: Session, settings: Settings, job: JobValues, now: datet
     """
     to_deadline = math.ceil((job.deadline_at - now).total_seconds() / 3600.0)
     horizon = min(PREVIEW_MAX_HOURS, max(settings.horizon_hours, to_deadline))
-    problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon, objective=settings.objective,
-                               jobs=[("preview", job)])
+    problem, fleet = build_problem(session, settings, now=now, horizon_hours=horizon, objective=settings.objective,
+                                   jobs=[("preview", job)])
+    grid = grid_at(settings, now, horizon)
     problem = _reserve_planned(session, problem)
     plan = get_solver("gridshift")(problem, SolveParams(time_limit_s=min(2.0, settings.plan_time_limit_s)))
     run_now = SOLVERS["run_now"](problem, None)
-    planned, counter = _figures(problem, plan), _figures(problem, run_now)
+    planned, counter = _figures(problem, grid, plan, job, fleet), _figures(problem, grid, run_now, job, fleet)
     reason = None if planned is not None else str(plan.unplanned[0].reason) if plan.unplanned else "not planned"
     notes = []
     if counter is not None and counter.end_at > job.deadline_at:

@@ -1,4 +1,9 @@
-"""Market series as every service reads them: one value per hour, chosen by one rule.
+"""Market series as every service reads them: one value per point in time, chosen by one rule.
+
+A point holds its value over ``[ts, ts + minutes)``: an hour for hourly data, a quarter-hour for the 15-minute products
+the day-ahead auction trades since October 2025 (``market_series.resolution_minutes``). :func:`slot_values` gives the
+value of each slot of a planning grid from the point that holds the slot's start, so an hourly price is held over the
+hour's quarter-hours and a quarter-hourly one is used as it is.
 
 A zone's series of one kind can hold several values for the same hour: the published (realised) value, forecasts of
 it imported into ``market_series`` (rows with ``issued_at``), the points of our own forecast runs, and the same hour
@@ -9,11 +14,14 @@ the forecast refresh, the market API and the cost of finished runs:
    a forecast issued the day before still covers those hours and must not win over them;
 2. among forecasts, the point of a succeeded forecast run (asked for with ``forecasts=True``) beats a forecast
    imported into ``market_series``, and a later run beats an earlier one;
-3. among values of the same rank, the latest import wins (several sources of the same hours).
+3. among values of the same rank, the latest import wins (several sources of the same hours);
+4. where points of different resolutions hold a slot's start, the higher rank wins, then the finer resolution.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -37,6 +45,7 @@ class HourlyValue:
     unit: str
     source: str  # the import's source, or ``forecast:<model>`` for a point of our own forecast run
     issued_at: datetime | None = None
+    minutes: int = 60  # how long the value holds from ts [min]
 
     @property
     def published(self) -> bool:
@@ -49,7 +58,7 @@ _PAGE_ROWS = 5000
 
 def _market_rows(
     session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, hours: int | None,
-) -> Iterator[Row[datetime, float, str, str, datetime | None]]:
+) -> Iterator[Row[datetime, float, str, str, datetime | None, int]]:
     """The ``market_series`` rows of (zone, kind) in [start, end) by hour; with ``hours``, those of the first ones.
 
     A limited read pages by hour (keyset on ``ts``, ``_PAGE_ROWS`` rows a query) and stops after its last hour, so
@@ -57,7 +66,7 @@ def _market_rows(
     API reads run in autocommit on PostgreSQL, where a cursor cannot be declared outside a transaction.
     """
     ms = MarketSeries
-    query = (select(ms.ts, ms.value, ms.unit, ms.source, ms.issued_at)
+    query = (select(ms.ts, ms.value, ms.unit, ms.source, ms.issued_at, ms.resolution_minutes)
              .where(ms.zone == zone, ms.kind == kind, ms.ts < end).order_by(ms.ts, ms.id))
     if hours is None:
         yield from session.execute(query.where(ms.ts >= start))
@@ -90,7 +99,8 @@ def hourly_series(
     session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, *, forecasts: bool = False,
     limit: int | None = None,
 ) -> list[HourlyValue]:
-    """One value per hour of (``zone``, ``kind``) in [start, end), oldest first, by the module's rule.
+    """One value per point time of (``zone``, ``kind``) in [start, end) (hours, or quarter-hours where the series
+    is quarter-hourly), oldest first, by the module's rule.
 
     Parameters
     ----------
@@ -101,6 +111,43 @@ def hourly_series(
         At most this many hours, the first ones; applied after the choice, so that two sources of the same hours do
         not halve the range returned.
     """
+    best = _choose(session, zone, kind, start, end, forecasts=forecasts, limit=limit)
+    out = [best[ts][1] for ts in sorted(best)]
+    return out if limit is None else out[:limit]
+
+
+def slot_values(
+    session: Session, zone: str, kind: SeriesKind, slot_starts: list[datetime], *, forecasts: bool = True
+) -> list[float]:
+    """The value of each slot [the series' unit]: the point holding the slot's start, NaN where none does.
+
+    An hourly point holds every slot of its hour; a quarter-hourly one its quarter-hour. Where several hold a slot,
+    the rule of the module decides (rank, then the finer resolution).
+    """
+    if not slot_starts:
+        return []
+    reach = timedelta(days=1)  # no point holds longer than a day
+    best = _choose(session, zone, kind, slot_starts[0] - reach, slot_starts[-1] + timedelta(minutes=1),
+                   forecasts=forecasts)
+    stamps = sorted(best)
+    out: list[float] = []
+    for t in slot_starts:
+        pick: tuple[int, int, HourlyValue] | None = None
+        k = bisect.bisect_right(stamps, t)
+        while k > 0 and stamps[k - 1] > t - reach:
+            k -= 1
+            rank, point = best[stamps[k]]
+            if t < point.ts + timedelta(minutes=point.minutes) and (pick is None or (rank, -point.minutes) > pick[:2]):
+                pick = (rank, -point.minutes, point)
+        out.append(float(pick[2].value) if pick is not None else math.nan)
+    return out
+
+
+def _choose(
+    session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, *, forecasts: bool,
+    limit: int | None = None,
+) -> dict[datetime, tuple[int, HourlyValue]]:
+    """One value per point time in [start, end) with its rank, by rules 1-3 of the module."""
     best: dict[datetime, tuple[int, HourlyValue]] = {}
 
     def offer(rank: int, point: HourlyValue) -> None:
@@ -108,9 +155,10 @@ def hourly_series(
         if held is None or rank >= held[0]:
             best[point.ts] = (rank, point)
 
-    for ts, value, unit, source, issued_at in _market_rows(session, zone, kind, start, end, limit if not forecasts else None):
+    rows = _market_rows(session, zone, kind, start, end, limit if not forecasts else None)
+    for ts, value, unit, source, issued_at, minutes in rows:
         rank = _PUBLISHED if issued_at is None else _IMPORTED_FORECAST
-        offer(rank, HourlyValue(ts, float(value), unit, source, issued_at))
+        offer(rank, HourlyValue(ts, float(value), unit, source, issued_at, int(minutes or 60)))
     if forecasts:
         unit = SERIES_UNITS.get(kind, "")
         for ts, value, model, issued_at in session.execute(
@@ -121,8 +169,7 @@ def hourly_series(
             .order_by(ForecastRun.issued_at, ForecastRun.id)
         ):
             offer(_RUN_FORECAST, HourlyValue(ts, float(value), unit, f"forecast:{model}", issued_at))
-    out = [best[ts][1] for ts in sorted(best)]
-    return out if limit is None else out[:limit]
+    return best
 
 
 def hour_weights(started: datetime, finished: datetime) -> dict[datetime, float]:

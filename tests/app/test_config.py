@@ -76,3 +76,11 @@ def test_cost_cap_objective_is_reachable_from_the_environment_and_needs_its_cap(
             Settings.from_env({"GRIDSHIFT_COST_CAP": bad})
     with pytest.raises(ValueError, match="GRIDSHIFT_COST_CAP"):
         Settings.from_env({"GRIDSHIFT_COST_CAP": "a lot"})
+
+
+def test_the_grid_is_quarter_hourly_by_default_and_must_divide_the_hour():
+    assert Settings.from_env({}).slot_minutes == 15
+    assert Settings.from_env({"GRIDSHIFT_SLOT_MINUTES": "60"}).slot_minutes == 60
+    for bad in ("4", "7", "45", "90"):
+        with pytest.raises(ValueError, match=r"GRIDSHIFT_SLOT_MINUTES.*divide 60"):
+            Settings.from_env({"GRIDSHIFT_SLOT_MINUTES": bad})

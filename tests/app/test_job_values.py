@@ -11,6 +11,7 @@ from app.services import auth, jobs
 from app.services.fleet import snapshot
 from app.services.job_values import JobValues, minutes_to_slots
 from app.services.planning import to_opt_job
+from optimizer.grid import TimeGrid
 
 
 def test_a_stored_job_reads_back_as_the_value_it_was_submitted_as(session, small_fleet):
@@ -40,6 +41,6 @@ def test_the_planner_reads_durations_rounded_once_from_the_value(session, small_
     (job,) = jobs.validate_batch([{"name": "j", "gpu_count": 1, "durations_minutes": {"h100": 61, "a100": 60},
                                    "deadline_at": now + timedelta(hours=6), "command": "true"}],
                                  snapshot(session), now, prefix="")
-    opt = to_opt_job(job, "1", snapshot(session), now, 60)
+    opt = to_opt_job(job, "1", snapshot(session), TimeGrid.at(now, 60, 360))
     assert opt.duration_slots == {"h100": 2, "a100": 1}
     assert opt.release_slot == 0 and opt.deadline_slot == 6

@@ -29,3 +29,12 @@ def test_a_raised_budget_shows_only_in_hours_it_covers_whole(session, small_flee
     budget = _de_budget(session, now)
     assert budget[2] == 500.0  # its first half keeps the region's budget
     assert budget[3] == 800.0 and budget[4] == 700.0 and budget[5] == 500.0
+
+
+def test_on_the_quarter_hour_grid_a_quarter_hour_dip_shows_in_its_quarter_hour_only(session, small_fleet, now):
+    fleet.add_override(session, "de", now + timedelta(hours=2, minutes=15), now + timedelta(hours=2, minutes=30), 50.0)
+    session.commit()
+    de = next(r for r in overview.regions_overview(session, now, hours_back=0, hours_ahead=3, slot_minutes=15)
+              if r.code == "de")
+    assert len(de.slots) == 12 and de.slots[1] - de.slots[0] == timedelta(minutes=15)
+    assert de.budget_kw[8:11] == [500.0, 50.0, 500.0]  # 02:00, 02:15, 02:30

@@ -324,18 +324,25 @@ def test_published_day_ahead_prices_beat_the_forecast_issued_before_the_auction(
     assert math.isclose(a.cost, energy * 10 / 1000, rel_tol=1e-6)  # the published 10 EUR/MWh, not the forecast's 100
 
 
-def test_a_budget_raised_from_the_middle_of_a_slot_holds_only_from_the_next_slot(session, settings, market, now):
+@pytest.mark.parametrize(("slot_minutes", "from_minute"), [(60, 6 * 60), (15, 5 * 60 + 45)])
+def test_a_budget_raised_from_the_middle_of_a_slot_holds_only_from_the_next_slot(
+    session, settings, market, now, slot_minutes, from_minute
+):
+    from dataclasses import replace
+
     from app.services import fleet
 
-    # DE's own budget (1 kW) is below the job's draw; a window from 05:30 raises it, so the cheap hour 5 is out
+    # DE's own budget (1 kW) is below the job's draw; a window from 05:40 raises it, so the cheap hour 5 is out (on
+    # hourly slots), or its quarter-hours before 05:45 (on the 15-minute grid, where the override counts from 05:45)
     fleet.upsert_region(session, "de", {"power_budget_kw": 1.0})
-    fleet.add_override(session, "de", now + timedelta(hours=5, minutes=30), now + timedelta(hours=9), 500.0)
+    fleet.add_override(session, "de", now + timedelta(hours=5, minutes=40), now + timedelta(hours=9), 500.0)
     session.commit()
     add_job(session, now, allowed_regions=["de"], allowed_hardware=["h100"])
-    record = plan_fleet(session, settings, now=now, horizon_hours=72, objective="cost", trigger="manual")
+    record = plan_fleet(session, replace(settings, slot_minutes=slot_minutes), now=now, horizon_hours=72,
+                        objective="cost", trigger="manual")
     session.commit()
     a = session.scalar(select(Assignment).where(Assignment.plan_id == record.plan_id))
-    assert a.start_at >= now + timedelta(hours=6) and a.end_at <= now + timedelta(hours=9)
+    assert a.start_at == now + timedelta(minutes=from_minute) and a.end_at <= now + timedelta(hours=9)
 
 
 def test_a_preview_with_a_far_deadline_plans_two_weeks_ahead_and_says_so(session, settings, market, now):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 from app.enums import ForecastRunStatus, SeriesKind
@@ -42,6 +43,37 @@ def test_a_published_value_beats_every_forecast_of_its_hour_and_the_latest_impor
         (50.0, "entsoe"), (81.0, "forecast:naive_daily"), (61.0, "entsoe"), (83.0, "forecast:naive_daily")]
 
     assert [p.ts for p in hourly_series(session, "DE", SeriesKind.PRICE, T0, T0 + 4 * H, limit=2)] == [T0, T0 + H]
+
+
+def test_quarter_hour_imports_are_stored_as_such_and_hourly_prices_are_held_over_the_grid(session):
+    from app.services import market
+    from app.services.series import slot_values
+
+    # ENTSO-E's 15-minute day-ahead products for DE, long format; FI stays hourly (harmonized file)
+    quarter = "zone,kind,timestamp,value\n" + "".join(
+        f"DE,price,{(T0 + k * timedelta(minutes=15)).isoformat()},{10.0 * k}\n" for k in range(8))
+    market.store(session, market.parse_upload(quarter.encode(), zone=None, source="entsoe"))
+    hourly = "timestamp_utc,price_eur_mwh\n" + "".join(f"{(T0 + k * H).isoformat()},{50.0 + k}\n" for k in range(2))
+    market.store(session, market.parse_upload(hourly.encode(), zone="FI", source="harmonized"))
+    session.commit()
+    stored = {(r.zone, r.resolution_minutes) for r in session.query(MarketSeries)}
+    assert stored == {("DE", 15), ("FI", 60)}
+    slots = [T0 + k * timedelta(minutes=15) for k in range(8)]
+    assert slot_values(session, "DE", SeriesKind.PRICE, slots) == [10.0 * k for k in range(8)]
+    assert slot_values(session, "FI", SeriesKind.PRICE, slots) == [50.0] * 4 + [51.0] * 4
+    # past the last hourly point nothing holds the slot
+    assert math.isnan(slot_values(session, "FI", SeriesKind.PRICE, [T0 + 2 * H])[0])
+
+
+def test_a_resolution_is_taken_from_the_line_or_else_from_the_spacing(session):
+    from app.services import market
+
+    given = "zone,kind,timestamp,value,resolution_minutes\n" + f"DE,price,{T0.isoformat()},1.0,30\n"
+    odd = "zone,kind,timestamp,value\n" + "".join(
+        f"FI,price,{(T0 + k * timedelta(minutes=7)).isoformat()},1.0\n" for k in range(3))
+    points = market.parse_upload(given.encode(), zone=None, source="x") + market.parse_upload(
+        odd.encode(), zone=None, source="x")
+    assert [(p.zone, p.minutes) for p in points] == [("DE", 30), ("FI", 60), ("FI", 60), ("FI", 60)]
 
 
 def test_a_limited_read_pages_by_hour_and_gives_what_an_unlimited_one_gives(session, monkeypatch):

@@ -18,6 +18,7 @@ energy in hour ``h`` (constant power assumed). Hours without a published value t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -32,7 +33,7 @@ from app.services.assignments import running_intervals
 from app.services.dispatch.failures import requeue_after_failure
 from app.services.dispatch.submit import build_spec, connector_for
 from app.services.job_states import move_job, reread_job
-from app.services.series import hourly_series
+from app.services.series import hourly_series, slot_values
 from connectors.base import ClusterConnector, ConnectorError, RunStatus, RuntimeState
 
 #: A run still pending on its runtime this long after its planned start is submitted again (idempotent).
@@ -286,19 +287,30 @@ def cost_and_carbon(
 ) -> tuple[float | None, float | None]:
     """Cost [EUR] and carbon [kg CO2eq] of ``energy_kwh`` of IT energy used from ``started`` to ``finished``.
 
-    Returns None for a figure whose series has no value anywhere in the run's hours.
+    Each part of the run counts at the value of the series point that holds it: an hour of an hourly series, a
+    quarter-hour of a quarter-hourly one (``app.services.series.slot_values``). Returns None for a figure whose series
+    has no value anywhere in the run's hours.
     """
-    weights = hour_weights(started, finished)
-    first, last = min(weights), max(weights) + timedelta(hours=1)
+    hours = hour_weights(started, finished)
+    first, last = min(hours), max(hours) + timedelta(hours=1)
     facility_kwh = energy_kwh * (region.pue or 1.0)
     out: list[float | None] = []
     for kind in (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY):
-        values = {p.ts: p.value for p in hourly_series(session, region.zone, kind, first, last)}
-        if not values:
+        points = hourly_series(session, region.zone, kind, first, last)
+        if not points:
             out.append(None)
             continue
-        fallback = sum(values.values()) / len(values)
-        per_kwh = sum(w * values.get(h, fallback) for h, w in weights.items())  # [unit per MWh or g per kWh]
+        fallback = sum(p.value for p in points) / len(points)
+        step = timedelta(minutes=max(1, min(p.minutes for p in points)))
+        starts = [first + step * k for k in range(int((last - first) / step))]
+        values = slot_values(session, region.zone, kind, starts, forecasts=False)
+        total = (finished - started).total_seconds()
+        per_kwh = 0.0  # [unit per MWh or g per kWh]
+        for t, v in zip(starts, values, strict=True):
+            share = ((min(t + step, finished) - max(t, started)).total_seconds() / total if total > 0
+                     else float(t <= started < t + step))
+            if share > 0:
+                per_kwh += share * (v if math.isfinite(v) else fallback)
         out.append(facility_kwh * per_kwh / 1000.0)
     return out[0], out[1]
 
