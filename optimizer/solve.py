@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from optimizer import fairness
 from optimizer import phases_bound as bound_phases
 from optimizer import phases_search as search_phases
 from optimizer.assemble import assemble_plan, choice_of
@@ -94,6 +95,9 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         A plan that satisfies every constraint, jobs left out with their reason, bound and gap.
     """
     params = params or SolveParams()
+    if fairness.applies(problem):
+        # tenants share capacity by weight and stay within budgets: a stage around this pipeline
+        return fairness.solve_fair(problem, params, solve_gridshift, name=name)
     t0 = time.perf_counter()
     phases: dict[str, float] = {}
     cost_plan = None

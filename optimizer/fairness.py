@@ -1,0 +1,285 @@
+"""Fair share between tenants: weighted max-min fairness of requested GPU-hours planned, then budgets.
+
+Definition (``docs/fairness.md`` says why this one). A job's *work* is its GPU-hours on the fastest hardware type
+it may use (``gpus * min duration * slot hours``), so it does not depend on where the plan puts it. A tenant's
+*demand* is the work of its jobs that could run at all (planned, or left out for capacity). When a plan places
+``W`` GPU-hours of work, the *fair share* of tenant ``t`` is its weighted max-min share of ``W``: the water level
+``lam`` with ``sum_t min(demand_t, lam * weight_t) = W``, and ``fair_t = min(demand_t, lam * weight_t)``. A tenant
+asking less than its weighted share gets all it asks; the rest is shared among the others by weight. A plan is
+fair when every tenant plans at least its fair share less one of its own jobs left out (jobs are indivisible).
+
+How the planner gets there, as a stage around the pipeline (``solve_fair``, called by ``solve_gridshift``):
+
+1. **Capacity.** A tenant-blind plan (every priority equal, ``Fairness.blind_share`` of the time) measures how
+   much work the fleet can place; water-filling it gives each tenant's target.
+2. **Tiers.** Each tenant's jobs are taken in its own priority order (``priority`` never compares across tenants)
+   and *admitted* until its target is covered; admitted jobs get priorities ``ADMITTED`` and up, the rest
+   ``SURPLUS`` and up, so the pipeline's left-out penalties plan every admitted job it can before any surplus
+   one, and among such plans minimise the cost or carbon objective as usual.
+3. **Repair.** Shares are measured again on the plan; a tenant still short is raised a tier and the plan re-solved
+   while time is left. The fairest plan found (least shortfall, then most work, then lowest objective) is kept.
+4. **Budgets.** ``optimizer.budgets`` takes out a tenant's jobs that its remaining budgets do not cover (lowest
+   priority first; reason ``budget`` with the amount short); when any were taken out and time is left, the plan is
+   re-solved without them so the freed capacity goes to others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+
+from optimizer.budgets import fit_budgets, totals_plan
+from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
+from optimizer.problem import Job, Problem, SolveParams
+from optimizer.tenancy import Fairness
+
+Inner = Callable[..., Plan]
+
+#: Priority of an admitted job (up to ``ADMITTED + LEVELS``); a surplus job gets ``SURPLUS`` up to ``SURPLUS + 9``.
+#: The pipeline charges a left-out job ``10 * priority`` times its worst energy cost, so an admitted job outweighs
+#: any surplus job of up to ~100 times its energy: capacity goes to the targets first.
+ADMITTED = 1000
+SURPLUS = 1
+LEVELS = 99
+#: Shortfall [GPU-h] below which a tenant counts as served (rounding).
+EPS = 1e-6
+
+
+def applies(problem: Problem) -> bool:
+    """Whether ``problem`` needs the tenant stage: fairness on and jobs of two tenants or more, or a budget set."""
+    if any(t.budgets() for t in problem.tenants):
+        return True
+    return problem.fairness.enabled and len({j.tenant for j in problem.jobs}) > 1
+
+
+def job_gpu_hours(problem: Problem, job: Job) -> float:
+    """Work of ``job``: GPUs times its shortest run time over the hardware it may use [GPU-h] (0 when none)."""
+    durations = [
+        d
+        for hw, d in job.duration_slots.items()
+        if d > 0 and (job.allowed_hardware is None or hw in job.allowed_hardware)
+    ]
+    return job.gpus * min(durations) * problem.slot_hours if durations and job.gpus > 0 else 0.0
+
+
+def water_fill(capacity: float, weights: Mapping[str, float], demands: Mapping[str, float]) -> dict[str, float]:
+    """Weighted max-min shares of ``capacity`` [GPU-h]: ``min(demand, lam * weight)`` summing to ``capacity`` (or
+    every demand, when they fit)."""
+    share = {t: 0.0 for t in demands}
+    open_ = {t for t, d in demands.items() if d > EPS}
+    left = max(0.0, capacity)
+    while open_ and left > EPS:
+        total_w = sum(weights[t] for t in open_)
+        lam = left / total_w
+        capped = {t for t in open_ if demands[t] - share[t] <= lam * weights[t] + EPS}
+        if not capped:
+            for t in open_:
+                share[t] += lam * weights[t]
+            break
+        for t in capped:
+            left -= demands[t] - share[t]
+            share[t] = demands[t]
+        open_ -= capped
+    return share
+
+
+def tenant_levels(problem: Problem) -> dict[str, int]:
+    """Each job's level ``0..LEVELS`` within its tenant, from its priority's rank among that tenant's priorities (so
+    a tenant's priority 1000 means no more than another tenant's 10)."""
+    by_tenant: dict[str, set[int]] = defaultdict(set)
+    for j in problem.jobs:
+        by_tenant[j.tenant].add(j.priority)
+    rank = {t: {p: k for k, p in enumerate(sorted(ps))} for t, ps in by_tenant.items()}
+    out: dict[str, int] = {}
+    for j in problem.jobs:
+        n = len(by_tenant[j.tenant])
+        out[j.job_id] = 0 if n == 1 else round(LEVELS * rank[j.tenant][j.priority] / (n - 1))
+    return out
+
+
+@dataclasses.dataclass(slots=True)
+class _Shares:
+    """Demand, targets and planned work per tenant of one plan [GPU-h]."""
+
+    demand: dict[str, float]
+    planned: dict[str, float]
+    fair: dict[str, float]
+    slack: dict[str, float]  # the biggest job the tenant has left out (granularity)
+
+    def shortfall(self, tenant: str) -> float:
+        return max(0.0, self.fair[tenant] - self.slack[tenant] - self.planned[tenant])
+
+    @property
+    def total_short(self) -> float:
+        return sum(self.shortfall(t) for t in self.fair)
+
+
+def measure(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str]) -> _Shares:
+    """Shares of ``plan``: demand counts jobs planned or left out for capacity."""
+    weights = {t: problem.tenant_policy(t).weight for t in set(tenant.values())}
+    demand = dict.fromkeys(weights, 0.0)
+    planned = dict.fromkeys(weights, 0.0)
+    slack = dict.fromkeys(weights, 0.0)
+    for a in plan.assignments:
+        demand[tenant[a.job_id]] += work[a.job_id]
+        planned[tenant[a.job_id]] += work[a.job_id]
+    for u in plan.unplanned:
+        if u.reason is UnplannedReason.CAPACITY:
+            t = tenant[u.job_id]
+            demand[t] += work[u.job_id]
+            slack[t] = max(slack[t], work[u.job_id])
+    fair = water_fill(sum(planned.values()), weights, demand)
+    return _Shares(demand, planned, fair, slack)
+
+
+def _inner_problem(problem: Problem, priority: Mapping[str, int], drop: set[str]) -> Problem:
+    """``problem`` with the tiered priorities, without the jobs in ``drop``, the tenant stage off."""
+    jobs = tuple(dataclasses.replace(j, priority=priority[j.job_id]) for j in problem.jobs if j.job_id not in drop)
+    return dataclasses.replace(problem, jobs=jobs, tenants=(), fairness=Fairness(enabled=False))
+
+
+def _tiers(problem: Problem, targets: Mapping[str, float], boost: Mapping[str, int], plannable: set[str],
+           work: Mapping[str, float], levels: Mapping[str, int]) -> dict[str, int]:
+    """Priorities of the inner problem: each tenant's jobs, best first, admitted until its target is covered (a job
+    is admitted while the work so far plus half of it stays within the target)."""
+    covered: dict[str, float] = defaultdict(float)
+    out: dict[str, int] = {}
+    for j in sorted(problem.jobs, key=lambda j: (-levels[j.job_id], work[j.job_id])):
+        t, w = j.tenant, work[j.job_id]
+        if j.job_id in plannable and covered[t] + 0.5 * w <= targets.get(t, 0.0) + EPS:
+            covered[t] += w
+            out[j.job_id] = ADMITTED * boost.get(t, 1) + levels[j.job_id]
+        else:
+            out[j.job_id] = SURPLUS + levels[j.job_id] // 10
+    return out
+
+
+def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, name: str = "gridshift") -> Plan:
+    """Plan ``problem`` fairly between its tenants and within their budgets with the solver ``inner``.
+
+    Parameters
+    ----------
+    problem : Problem
+        A problem with tenants (``Job.tenant``, ``Problem.tenants``).
+    params : SolveParams or None
+        The time limit covers every stage [s].
+    inner : callable
+        The tenant-blind planner, ``inner(problem, params, name=...) -> Plan``.
+    name : str
+        Solver name recorded in the plan.
+
+    Returns
+    -------
+    Plan
+        The fairest plan found within budgets; jobs its tenants' budgets do not cover left out with reason
+        ``budget``, the fair-share figures in ``stats.notes``.
+    """
+    params = params or SolveParams()
+    t0 = time.perf_counter()
+    work = {j.job_id: job_gpu_hours(problem, j) for j in problem.jobs}
+    tenant = {j.job_id: j.tenant for j in problem.jobs}
+    levels = tenant_levels(problem)
+    phases: dict[str, float] = {}
+
+    def left() -> float:
+        return params.time_limit_s - (time.perf_counter() - t0)
+
+    def run(priority: Mapping[str, int], drop: set[str], share: float, label: str) -> Plan:
+        t = time.perf_counter()
+        limit = max(0.05, share * left())
+        plan = inner(_inner_problem(problem, priority, drop), dataclasses.replace(params, time_limit_s=limit), name=name)
+        phases[label] = round(time.perf_counter() - t, 4)
+        return plan
+
+    fair_on = problem.fairness.enabled
+    blind = run(dict.fromkeys(work, 1) if fair_on else levels, set(), problem.fairness.blind_share if fair_on else 0.6,
+                "blind" if fair_on else "plan")
+    candidates: list[Plan] = [blind]
+    notes: list[str] = []
+    if fair_on:
+        shares = measure(problem, blind, work, tenant)
+        plannable = {a.job_id for a in blind.assignments} | {
+            u.job_id for u in blind.unplanned if u.reason is UnplannedReason.CAPACITY
+        }
+        targets, boost = shares.fair, {t: 1 for t in shares.fair}
+        for rnd in range(3):
+            plan = run(_tiers(problem, targets, boost, plannable, work, levels), set(), 0.6 if rnd == 0 else 0.5,
+                       f"fair_{rnd}")
+            candidates.append(plan)
+            got = measure(problem, plan, work, tenant)
+            short = [t for t in got.fair if got.shortfall(t) > EPS]
+            if not short or left() < 0.15 * params.time_limit_s:
+                break
+            for t in short:  # a tenant still short: its admitted jobs a tier up, its target what it lacked
+                boost[t] = boost[t] * 2
+                targets[t] = max(targets[t], got.fair[t])
+    best = min(candidates, key=lambda p: _rank(problem, p, work, tenant))
+    final, budget_out = fit_budgets(problem, best, levels)
+    if budget_out and left() > 0.1 * params.time_limit_s:
+        # re-plan without the jobs the budgets do not cover: their capacity goes to the others
+        dropped = {u.job_id for u in budget_out}
+        priority = _tiers(problem, measure(problem, best, work, tenant).fair, {}, {a.job_id for a in best.assignments}
+                          | {u.job_id for u in best.unplanned if u.reason is UnplannedReason.CAPACITY}, work, levels)
+        again = run(priority, dropped, 1.0, "budget_replan")
+        again_fit, again_out = fit_budgets(problem, again, levels, already=budget_out)
+        if _rank(problem, again_fit, work, tenant) <= _rank(problem, final, work, tenant):
+            final, budget_out = again_fit, again_out
+    shares = measure(problem, final, work, tenant)
+    for t in sorted(shares.demand):
+        notes.append(
+            f"tenant {t or '-'}: requested {shares.demand[t]:.1f} GPU-h, planned {shares.planned[t]:.1f}, "
+            f"fair {shares.fair[t]:.1f}"
+        )
+    return _finish(problem, final, budget_out, shares, name, phases, notes, time.perf_counter() - t0)
+
+
+def _rank(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str]) -> tuple:
+    """Order of plans: least fair-share shortfall, then most work planned, then lowest objective."""
+    if plan.status is PlanStatus.NO_SOLUTION:
+        return (float("inf"),)
+    shares = measure(problem, plan, work, tenant)
+    return (round(shares.total_short, 6), -round(sum(shares.planned.values()), 6), plan.objective)
+
+
+def _finish(problem: Problem, plan: Plan, budget_out: list[Unplanned], shares: _Shares, name: str,
+            phases: dict[str, float], notes: list[str], wall_s: float) -> Plan:
+    """The plan in the original problem's terms: jobs left out for capacity beside a tenant at its share say so."""
+    budget_ids = {u.job_id for u in budget_out}
+    unplanned: list[Unplanned] = []
+    tenant = {j.job_id: j.tenant for j in problem.jobs}
+    for u in plan.unplanned:
+        if u.job_id in budget_ids:
+            continue
+        t = tenant.get(u.job_id, "")
+        if u.reason is UnplannedReason.CAPACITY and problem.fairness.enabled:
+            share = f"tenant {t!r} planned {shares.planned[t]:.1f} GPU-h, fair share {shares.fair[t]:.1f}"
+            u = dataclasses.replace(u, detail=f"{u.detail}; {share}" if u.detail else share)
+        unplanned.append(u)
+    unplanned.extend(budget_out)
+    cost, carbon, energy, objective = totals_plan(problem, plan.assignments)
+    stats = SolveStats(
+        wall_s=wall_s,
+        num_jobs=len(problem.jobs),
+        num_classes=plan.stats.num_classes,
+        num_options=plan.stats.num_options,
+        cp_status=plan.stats.cp_status,
+        phases={**phases, **{f"last.{k}": v for k, v in plan.stats.phases.items()}},
+        notes=tuple(notes) + plan.stats.notes,
+    )
+    status = plan.status if plan.status is not PlanStatus.OPTIMAL else PlanStatus.FEASIBLE
+    return Plan(
+        solver=name,
+        status=status,
+        assignments=plan.assignments,
+        unplanned=tuple(unplanned),
+        objective=objective,
+        best_bound=plan.best_bound,
+        gap_pct=None,
+        cost=cost,
+        carbon_kg=carbon,
+        energy_kwh=energy,
+        stats=stats,
+        penalised_bound=None,
+    )
