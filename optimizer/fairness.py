@@ -222,7 +222,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         dropped = {u.job_id for u in budget_out}
         priority = _tiers(problem, measure(problem, best, work, tenant).fair, {}, {a.job_id for a in best.assignments}
                           | {u.job_id for u in best.unplanned if u.reason is UnplannedReason.CAPACITY}, work, levels)
-        again = run(priority, dropped, 1.0, "budget_replan")
+        again = run(priority, dropped, 0.8, "budget_replan")
         again_fit, again_out = fit_budgets(problem, again, levels, already=budget_out)
         if _rank(problem, again_fit, work, tenant) <= _rank(problem, final, work, tenant):
             final, budget_out = again_fit, again_out

@@ -112,7 +112,7 @@ def test_water_fill_gives_small_demands_all_and_shares_the_rest_by_weight():
 
 
 def test_priority_levels_are_ranks_within_each_tenant():
-    pb = scarce(flood(n_a=2, n_b=2, prio_a=1000, prio_b=10) + [job("b9", n_slots=N, priority=0, tenant="B")])
+    pb = scarce([*flood(n_a=2, n_b=2, prio_a=1000, prio_b=10), job("b9", n_slots=N, priority=0, tenant="B")])
     levels = tenant_levels(pb)
     assert levels["a0"] == 0 and levels["b0"] == 99 and levels["b9"] == 0
 
