@@ -1,10 +1,15 @@
 """Tenant budgets on a plan: take out the jobs a tenant's remaining cost, energy or carbon budget does not cover.
 
-A plan's footprint per tenant is the sum of its assignments' ``cost`` [problem currency], ``energy_kwh`` [kWh] and
-``carbon_kg`` [kgCO2eq] (location-based). For a tenant over any of its budgets, its planned jobs are taken out lowest
+A plan's footprint per tenant is the sum of its assignments' ``cost`` [problem currency], ``energy_kwh`` [kWh],
+``carbon_kg`` [kgCO2eq] (location-based) and GPU-hours (GPUs x running hours; the GPU-hours quota). For a tenant over any of its budgets, its planned jobs are taken out lowest
 priority first (within the tenant; ties: the job that weighs most on the budgets it breaks) until every budget
 holds; then the jobs taken out are put back, best first, wherever they still fit (a small job may fit where a big
-one did not). Each job left out gets reason ``budget`` and, in its detail, the amount it is short.
+one did not). Each job left out gets reason ``budget`` (``quota`` when only the GPU-hours quota is short) and, in its
+detail, the amount it is short.
+
+``fit_gpu_caps`` does the same for a tenant's GPUs-at-once quota per hardware type: while some slot holds more of
+the tenant's GPUs of a type than its cap, the lowest-priority job running in the most such slots is taken out
+(reason ``quota``).
 """
 
 from __future__ import annotations
@@ -16,13 +21,26 @@ from collections.abc import Iterable, Mapping, Sequence
 from optimizer.plan import Assignment, Plan, Unplanned, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem
 
-METRICS = ("cost", "energy_kwh", "carbon_kg")
-UNITS = {"cost": "", "energy_kwh": " kWh", "carbon_kg": " kg CO2e"}
+METRICS = ("cost", "energy_kwh", "carbon_kg", "gpu_hours")
+UNITS = {"cost": "", "energy_kwh": " kWh", "carbon_kg": " kg CO2e", "gpu_hours": " GPU-h"}
 
 
-def footprint(a: Assignment) -> dict[str, float]:
-    """What assignment ``a`` spends of each budget."""
-    return {"cost": a.cost, "energy_kwh": a.energy_kwh, "carbon_kg": a.carbon_kg}
+def gpu_hours(problem: Problem, a: Assignment, gpus: int) -> float:
+    """GPUs times the hours assignment ``a`` runs [GPU-h]."""
+    return gpus * sum(c.length_slots for c in a.chunks) * problem.slot_hours
+
+
+def _footprints(problem: Problem, assignments: Iterable[Assignment]) -> dict[str, dict[str, float]]:
+    gpus = {j.job_id: j.gpus for j in problem.jobs}
+    return {
+        a.job_id: {
+            "cost": a.cost,
+            "energy_kwh": a.energy_kwh,
+            "carbon_kg": a.carbon_kg,
+            "gpu_hours": gpu_hours(problem, a, gpus[a.job_id]),
+        }
+        for a in assignments
+    }
 
 
 def totals_plan(problem: Problem, assignments: Iterable[Assignment]) -> tuple[float, float, float, float]:
@@ -64,6 +82,7 @@ def fit_budgets(
     Returns ``plan`` itself when every budget already holds.
     """
     tenant = {j.job_id: j.tenant for j in problem.jobs}
+    fp = _footprints(problem, plan.assignments)
     by_tenant: dict[str, list[Assignment]] = defaultdict(list)
     for a in plan.assignments:
         by_tenant[tenant[a.job_id]].append(a)
@@ -72,7 +91,7 @@ def fit_budgets(
     changed = False
     for t, items in by_tenant.items():
         budgets = problem.tenant_policy(t).budgets()
-        used = {m: sum(footprint(a)[m] for a in items) for m in METRICS}
+        used = {m: sum(fp[a.job_id][m] for a in items) for m in METRICS}
         if all(used[m] <= b * (1 + 1e-9) + 1e-9 for m, b in budgets.items()):
             keep.extend(items)
             continue
@@ -80,7 +99,7 @@ def fit_budgets(
         over = {m: b for m, b in budgets.items() if used[m] > b}
 
         def weight(a: Assignment, over: Mapping[str, float] = over) -> float:
-            return sum(footprint(a)[m] / max(b, 1e-9) for m, b in over.items())
+            return sum(fp[a.job_id][m] / max(b, 1e-9) for m, b in over.items())
 
         # take out, lowest priority first (heaviest on the broken budgets among equals), until the budgets hold
         order = sorted(items, key=lambda a: (levels[a.job_id], -weight(a)))
@@ -90,22 +109,29 @@ def fit_budgets(
                 break
             kept.remove(a)
             taken.append(a)
-            used = {m: used[m] - footprint(a)[m] for m in METRICS}
+            used = {m: used[m] - fp[a.job_id][m] for m in METRICS}
         # put back, best first, what still fits
         for a in sorted(taken, key=lambda a: (-levels[a.job_id], weight(a))):
-            if _fits(used, footprint(a), budgets):
+            if _fits(used, fp[a.job_id], budgets):
                 kept.append(a)
-                used = {m: used[m] + footprint(a)[m] for m in METRICS}
+                used = {m: used[m] + fp[a.job_id][m] for m in METRICS}
             else:
-                detail = _short(used, footprint(a), budgets, problem.currency)
-                out.append(Unplanned(a.job_id, UnplannedReason.BUDGET, f"tenant {t!r}: {detail}"))
+                detail = _short(used, fp[a.job_id], budgets, problem.currency)
+                short = {m for m, b in budgets.items() if used[m] + fp[a.job_id][m] > b * (1 + 1e-9) + 1e-9}
+                why = UnplannedReason.QUOTA if short == {"gpu_hours"} else UnplannedReason.BUDGET
+                out.append(Unplanned(a.job_id, why, f"tenant {t!r}: {detail}"))
         keep.extend(kept)
     if not changed:
         return plan, out
+    return _trimmed(problem, plan, keep), out
+
+
+def _trimmed(problem: Problem, plan: Plan, keep: list[Assignment]) -> Plan:
+    """``plan`` with only the assignments ``keep``, its totals recomputed and no bound (it plans other jobs)."""
     order_of = {a.job_id: k for k, a in enumerate(plan.assignments)}
     keep.sort(key=lambda a: order_of[a.job_id])
     cost, carbon, energy, objective = totals_plan(problem, keep)
-    trimmed = dataclasses.replace(
+    return dataclasses.replace(
         plan,
         assignments=tuple(keep),
         objective=objective,
@@ -116,14 +142,40 @@ def fit_budgets(
         gap_pct=None,
         penalised_bound=None,
     )
-    return trimmed, out
 
 
-def budget_use(problem: Problem, assignments: Iterable[Assignment]) -> dict[str, dict[str, float]]:
-    """What ``assignments`` spend per tenant ``{tenant: {metric: amount}}``."""
-    tenant = {j.job_id: j.tenant for j in problem.jobs}
-    use: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(METRICS, 0.0))
-    for a in assignments:
-        for m, v in footprint(a).items():
-            use[tenant[a.job_id]][m] += v
-    return dict(use)
+def fit_gpu_caps(problem: Problem, plan: Plan, levels: Mapping[str, int]) -> tuple[Plan, list[Unplanned]]:
+    """``plan`` within every tenant's GPUs-at-once quota per hardware type, and the jobs taken out for it."""
+    caps = {t.name: t.max_gpus for t in problem.tenants if t.max_gpus}
+    if not caps:
+        return plan, []
+    job = {j.job_id: j for j in problem.jobs}
+    keep = list(plan.assignments)
+    out: list[Unplanned] = []
+    for t, per_hw in caps.items():
+        for hw, cap in per_hw.items():
+            mine = [a for a in keep if job[a.job_id].tenant == t and a.hardware == hw]
+            while True:
+                use: dict[int, int] = defaultdict(int)
+                for a in mine:
+                    for c in a.chunks:
+                        for k in range(c.start_slot, c.end_slot):
+                            use[k] += job[a.job_id].gpus
+                over = {k for k, n in use.items() if n > cap}
+                if not over:
+                    break
+
+                def hits(a: Assignment, over: set[int] = over) -> int:
+                    return sum(1 for c in a.chunks for k in range(c.start_slot, c.end_slot) if k in over)
+
+                worst = min((a for a in mine if hits(a)), key=lambda a: (levels[a.job_id], -hits(a)))
+                mine.remove(worst)
+                keep.remove(worst)
+                peak = max(use.values())
+                out.append(Unplanned(worst.job_id, UnplannedReason.QUOTA,
+                                     f"tenant {t!r}: {peak} {hw} GPUs at once planned, quota {cap}"))
+    if not out:
+        return plan, []
+    return _trimmed(problem, plan, keep), out
+
+

@@ -81,11 +81,20 @@ def check_tenants(problem: Problem, plan: Plan, bad: list[str], tol: float) -> t
     demand = dict.fromkeys(names, 0.0)
     planned = dict.fromkeys(names, 0.0)
     slack = dict.fromkeys(names, 0.0)
-    spend = {t: {"cost": 0.0, "energy_kwh": 0.0, "carbon_kg": 0.0} for t in names}
+    spend = {t: {"cost": 0.0, "energy_kwh": 0.0, "carbon_kg": 0.0, "gpu_hours": 0.0} for t in names}
+    gpus_of = {j.job_id: j.gpus for j in problem.jobs}
+    at_once: dict[tuple[str, str, int], int] = {}
     for a in plan.assignments:
         t = tenant_of.get(a.job_id)
         if t is None:
             continue  # an unknown job: check_plan reports it
+        for c in a.chunks:
+            for k in range(c.start_slot, c.end_slot):
+                key = (t, a.hardware, k)
+                at_once[key] = at_once.get(key, 0) + gpus_of[a.job_id]
+        spend[t]["gpu_hours"] += gpus_of[a.job_id] * sum(c.end_slot - c.start_slot for c in a.chunks) * (
+            problem.slot_minutes / 60.0
+        )
         w = work[a.job_id]
         demand[t] += w
         planned[t] += w
@@ -104,9 +113,14 @@ def check_tenants(problem: Problem, plan: Plan, bad: list[str], tol: float) -> t
             ("cost", policy.cost_budget),
             ("energy_kwh", policy.energy_budget_kwh),
             ("carbon_kg", policy.carbon_budget_kg),
+            ("gpu_hours", policy.gpu_hours_budget),
         ):
             if limit is not None and spend[t][metric] > limit * (1 + tol) + tol:
                 bad.append(f"tenant {t!r}: plan {metric} {spend[t][metric]:.4f} exceeds its remaining budget {limit}")
+    for (t, hw, k), n in sorted(at_once.items()):
+        cap = problem.tenant_policy(t).max_gpus.get(hw)
+        if cap is not None and n > cap:
+            bad.append(f"tenant {t!r}: {n} {hw} GPUs at once in slot {k}, quota {cap}")
     weights = {t: problem.tenant_policy(t).weight for t in names}
     fair = _fair(sum(planned.values()), weights, demand)
     shares, unfair = [], []

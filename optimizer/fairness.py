@@ -28,9 +28,9 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
-from optimizer.budgets import fit_budgets, totals_plan
+from optimizer.budgets import fit_budgets, fit_gpu_caps, totals_plan
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
 from optimizer.problem import Job, Problem, SolveParams
 from optimizer.tenancy import Fairness
@@ -49,7 +49,7 @@ EPS = 1e-6
 
 def applies(problem: Problem) -> bool:
     """Whether ``problem`` needs the tenant stage: fairness on and jobs of two tenants or more, or a budget set."""
-    if any(t.budgets() for t in problem.tenants):
+    if any(t.budgets() or t.max_gpus for t in problem.tenants):
         return True
     return problem.fairness.enabled and len({j.tenant for j in problem.jobs}) > 1
 
@@ -216,14 +216,14 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
                 boost[t] = boost[t] * 2
                 targets[t] = max(targets[t], got.fair[t])
     best = min(candidates, key=lambda p: _rank(problem, p, work, tenant))
-    final, budget_out = fit_budgets(problem, best, levels)
+    final, budget_out = _fit(problem, best, levels)
     if budget_out and left() > 0.1 * params.time_limit_s:
         # re-plan without the jobs the budgets do not cover: their capacity goes to the others
         dropped = {u.job_id for u in budget_out}
         priority = _tiers(problem, measure(problem, best, work, tenant).fair, {}, {a.job_id for a in best.assignments}
                           | {u.job_id for u in best.unplanned if u.reason is UnplannedReason.CAPACITY}, work, levels)
         again = run(priority, dropped, 0.8, "budget_replan")
-        again_fit, again_out = fit_budgets(problem, again, levels, already=budget_out)
+        again_fit, again_out = _fit(problem, again, levels, already=budget_out)
         if _rank(problem, again_fit, work, tenant) <= _rank(problem, final, work, tenant):
             final, budget_out = again_fit, again_out
     shares = measure(problem, final, work, tenant)
@@ -233,6 +233,15 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             f"fair {shares.fair[t]:.1f}"
         )
     return _finish(problem, final, budget_out, shares, name, phases, notes, time.perf_counter() - t0)
+
+
+def _fit(
+    problem: Problem, plan: Plan, levels: Mapping[str, int], already: Sequence[Unplanned] = ()
+) -> tuple[Plan, list[Unplanned]]:
+    """``plan`` within the GPUs-at-once quotas, then within the budgets; the jobs taken out (``already`` first)."""
+    capped, quota_out = fit_gpu_caps(problem, plan, levels)
+    fitted, budget_out = fit_budgets(problem, capped, levels, already=[*already, *quota_out])
+    return fitted, budget_out
 
 
 def _rank(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str]) -> tuple:

@@ -4,7 +4,8 @@ is shared between tenants (``optimizer.fairness`` plans by them, ``optimizer.che
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,10 @@ class TenantPolicy:
         Facility energy the plan may still use for this tenant [kWh].
     carbon_budget_kg : float or None
         Location-based emissions the plan may still cause for this tenant [kgCO2eq].
+    gpu_hours_budget : float or None
+        GPU-hours the plan may still give this tenant (a quota) [GPU-h].
+    max_gpus : Mapping[str, int]
+        Most GPUs of a hardware type the tenant's planned jobs may hold at once (a quota) [GPUs].
     """
 
     name: str
@@ -30,18 +35,28 @@ class TenantPolicy:
     cost_budget: float | None = None
     energy_budget_kwh: float | None = None
     carbon_budget_kg: float | None = None
+    gpu_hours_budget: float | None = None
+    max_gpus: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.weight) and self.weight > 0):
             raise ValueError(f"TenantPolicy {self.name!r}: weight must be a positive number, got {self.weight}")
-        for attr in ("cost_budget", "energy_budget_kwh", "carbon_budget_kg"):
+        for hw, n in self.max_gpus.items():
+            if not (isinstance(n, int) and n >= 0):
+                raise ValueError(f"TenantPolicy {self.name!r}: max_gpus[{hw!r}] must be an integer >= 0, got {n!r}")
+        for attr in ("cost_budget", "energy_budget_kwh", "carbon_budget_kg", "gpu_hours_budget"):
             value = getattr(self, attr)
             if value is not None and not value >= 0:
                 raise ValueError(f"TenantPolicy {self.name!r}: {attr} must be >= 0 or None, got {value}")
 
     def budgets(self) -> dict[str, float]:
-        """The budgets set, ``{"cost" | "energy_kwh" | "carbon_kg": remaining}``."""
-        pairs = (("cost", self.cost_budget), ("energy_kwh", self.energy_budget_kwh), ("carbon_kg", self.carbon_budget_kg))
+        """The budgets set, ``{"cost" | "energy_kwh" | "carbon_kg" | "gpu_hours": remaining}``."""
+        pairs = (
+            ("cost", self.cost_budget),
+            ("energy_kwh", self.energy_budget_kwh),
+            ("carbon_kg", self.carbon_budget_kg),
+            ("gpu_hours", self.gpu_hours_budget),
+        )
         return {k: float(v) for k, v in pairs if v is not None}
 
 

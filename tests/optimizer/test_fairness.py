@@ -97,6 +97,21 @@ def test_a_cost_budget_moves_nothing_it_need_not_and_frees_capacity_for_others()
     assert all("cost short" in u.detail for u in plan.unplanned if u.reason is UnplannedReason.BUDGET)
 
 
+def test_quotas_on_gpu_hours_and_gpus_at_once_hold():
+    pb = scarce(flood(n_a=4, n_b=6), tenants=(TenantPolicy("B", gpu_hours_budget=20.0, max_gpus={"H100": 2}),))
+    plan = solve(pb, PARAMS)
+    report = check_plan(pb, plan)
+    assert report.ok, report.violations
+    # 20 GPU-h: two 8-GPU-h jobs; 2 GPUs at once: one at a time, which 12 slots allow for both
+    assert planned_by(plan, "b") == 2 and planned_by(plan, "a") == 4
+    quota = [u for u in plan.unplanned if u.reason is UnplannedReason.QUOTA]
+    assert len(quota) == 4 and all(u.job_id.startswith("b") for u in quota)
+    b_runs = sorted((a.start_slot, a.end_slot) for a in plan.assignments if a.job_id.startswith("b"))
+    assert b_runs[0][1] <= b_runs[1][0]  # never two of B's jobs at once
+    over = dataclasses.replace(pb, tenants=(TenantPolicy("B", max_gpus={"H100": 1}),))
+    assert any("GPUs at once" in v for v in check_plan(over, plan).violations)
+
+
 def test_check_plan_reports_a_plan_past_a_budget():
     pb = scarce(flood(n_a=0, n_b=4))
     plan = solve(pb, PARAMS)
