@@ -49,9 +49,23 @@ def blueprints() -> list[Any]:
 
     Imported here, not at the top: the blueprint modules import :func:`principal` and :func:`problem` from this one.
     """
-    from app.api import fleet, forecasts, health, jobs, market, overview, plans, profiles, reports, tokens
+    from app.api import (
+        fleet,
+        forecasts,
+        health,
+        jobs,
+        market,
+        overview,
+        plans,
+        profiles,
+        reports,
+        tenancy,
+        tokens,
+    )
 
-    return [m.blp for m in (fleet, forecasts, health, jobs, market, overview, plans, profiles, reports, tokens)]
+    return [
+        m.blp for m in (fleet, forecasts, health, jobs, market, overview, plans, profiles, reports, tenancy, tokens)
+    ]
 
 
 def problem(status: int, title: str, detail: str, errors: list[dict[str, str]] | None = None, **extra: Any) -> Response:
