@@ -40,6 +40,12 @@ class ReportRowOut(Schema):
     saving_cost = fields.Float()
     saving_carbon_kg = fields.Float()
     saving_pct = fields.Float(allow_none=True)
+    budget = fields.Dict(allow_none=True, metadata={
+        "description": "the tenant's budget_period and cost, energy and carbon budgets (null: no policy)"})
+    budget_period = fields.String(allow_none=True, metadata={"description": "month or quarter of the tenant's budgets"})
+    cost_budget = fields.Float(allow_none=True, metadata={"description": "the tenant's cost budget for the period"})
+    energy_budget_kwh = fields.Float(allow_none=True)
+    carbon_budget_kg = fields.Float(allow_none=True)
 
 
 class ReportOut(Schema):

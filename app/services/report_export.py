@@ -14,10 +14,12 @@ from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
 from app.services.reports import MonthlyReport, ReportRow
+from app.services.tenancy import BUDGET_COLUMNS
 
 CSV_COLUMNS = (
     "month", "tenant", "region", "currency", "jobs", "metered_jobs", "energy_kwh", "cost", "carbon_kg",
     "carbon_market_kg", "run_now_cost", "run_now_carbon_kg", "saving_cost", "saving_carbon_kg", "saving_pct",
+    "budget_period", "cost_budget", "energy_budget_kwh", "carbon_budget_kg",
 )
 
 
@@ -30,7 +32,8 @@ def _fmt(value: object) -> str:
 
 
 def row_values(row: ReportRow) -> list[object]:
-    return [getattr(row, c) for c in CSV_COLUMNS]
+    """The CSV values of a row; the tenant's budget columns empty where it has none."""
+    return [(row.budget or {}).get(c) if c in BUDGET_COLUMNS else getattr(row, c) for c in CSV_COLUMNS]
 
 
 def to_csv(report: MonthlyReport) -> str:

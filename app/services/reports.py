@@ -36,6 +36,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
@@ -46,6 +47,7 @@ from app.errors import FieldError, NotFound, ValidationFailed
 from app.models import Assignment, Cluster, EnergyContract, Job, Region, Run, Tenant
 from app.services.assignments import current_plan_id
 from app.services.auth import Principal
+from app.services.tenancy import budget_columns
 
 METERED, PLANNED = "metered", "planned"
 TENANT_CURRENCY_DEFAULT = "EUR"  # tenants.reporting_currency of a tenant with no currency of its own
@@ -109,6 +111,7 @@ class ReportRow:
     run_now_carbon_kg: float
     saving_cost: float
     saving_carbon_kg: float
+    budget: Mapping[str, Any] | None = None  # the tenant's budgets in this month's period (tenancy.budget_columns)
 
     @property
     def saving_pct(self) -> float | None:
@@ -365,7 +368,7 @@ def receipt(
 
 
 def _sum_row(month: str, tenant: str, region: str, currency: str, entries: Sequence[Entry],
-             contract_covers: bool = False) -> ReportRow:
+             contract_covers: bool = False, budget: Mapping[str, Any] | None = None) -> ReportRow:
     """``contract_covers``: a contract of this row's tenant or of the fleet covers its region (market-based CO2)."""
     with_cf = [e for e in entries if e.run_now_cost is not None]
     with_cf_c = [e for e in entries if e.run_now_carbon_kg is not None]
@@ -380,7 +383,7 @@ def _sum_row(month: str, tenant: str, region: str, currency: str, entries: Seque
         run_now_cost=math.fsum(e.run_now_cost or 0.0 for e in with_cf),
         run_now_carbon_kg=math.fsum(e.run_now_carbon_kg or 0.0 for e in with_cf_c),
         saving_cost=math.fsum(e.saving_cost or 0.0 for e in with_cf),
-        saving_carbon_kg=math.fsum(e.saving_carbon_kg or 0.0 for e in with_cf_c),
+        saving_carbon_kg=math.fsum(e.saving_carbon_kg or 0.0 for e in with_cf_c), budget=budget,
     )
 
 
@@ -438,9 +441,10 @@ def monthly_report(
     groups: dict[tuple[str, str], list[Entry]] = defaultdict(list)
     for e in entries:
         groups[(e.tenant, e.region)].append(e)
+    budgets = budget_columns(session)
     rows = tuple(
-        _sum_row(label, t, r, currency, groups[(t, r)], (None, r) in covered or (t, r) in covered)
+        _sum_row(label, t, r, currency, groups[(t, r)], (None, r) in covered or (t, r) in covered, budgets.get(t))
         for t, r in sorted(groups)
     )
-    total = _sum_row(label, scope, "all", currency, entries)
+    total = _sum_row(label, scope, "all", currency, entries, budget=budgets.get(scope))
     return MonthlyReport(label, start, end, currency, scope, rows, total, now or utcnow())

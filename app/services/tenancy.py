@@ -293,3 +293,13 @@ def with_tenants(problem: OptProblem, tenants: PlanningTenants) -> OptProblem:
 def held_unplanned(tenants: PlanningTenants) -> tuple[Unplanned, ...]:
     """The jobs held back by the queue quota, as the plan's jobs left out (reason ``quota``)."""
     return tuple(Unplanned(str(job_id), UnplannedReason.QUOTA, why) for job_id, why in sorted(tenants.held.items()))
+
+
+#: A tenant's budget columns in reports.
+BUDGET_COLUMNS = ("budget_period", "cost_budget", "energy_budget_kwh", "carbon_budget_kg")
+
+
+def budget_columns(session: Session) -> dict[str, dict[str, Any]]:
+    """Per tenant slug with a policy, its budget period and budgets (None where not set)."""
+    rows = session.execute(select(Tenant.slug, TenantPolicy).join(TenantPolicy, TenantPolicy.tenant_id == Tenant.id))
+    return {slug: {c: getattr(row, c) for c in BUDGET_COLUMNS} for slug, row in rows}

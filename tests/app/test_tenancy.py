@@ -208,3 +208,18 @@ def test_bad_policy_fields_are_named(client, session, small_fleet):
     resp = client.put("/api/v1/tenancy/team-a", json={"max_gpus": {"tpu": 1}}, headers=ops)
     assert resp.status_code == 422 and resp.json["errors"][0]["field"] == "max_gpus.tpu"
     assert client.put("/api/v1/tenancy/nobody", json={"weight": 1}, headers=ops).status_code == 404
+
+
+def test_monthly_report_gains_the_tenants_budget_columns(client, session, small_fleet):
+    make_token(session, "ops", Role.ADMIN, operator=True)
+    admin = make_token(session, "team-a", Role.ADMIN)
+    tenancy.set_policy(session, "team-a", {"cost_budget": 25000.0, "carbon_budget_kg": 40000.0, "budget_period": "quarter"})
+    session.commit()
+    h = {"Authorization": f"Bearer {admin}"}
+    rep = client.get("/api/v1/reports/monthly", headers=h).json
+    assert rep["total"]["budget"] == {"budget_period": "quarter", "cost_budget": 25000.0, "energy_budget_kwh": None,
+                                      "carbon_budget_kg": 40000.0}
+    csv_text = client.get("/api/v1/reports/monthly.csv", headers=h).get_data(as_text=True)
+    header, total = csv_text.splitlines()[0].split(","), csv_text.splitlines()[-1].split(",")
+    assert header[-4:] == ["budget_period", "cost_budget", "energy_budget_kwh", "carbon_budget_kg"]
+    assert total[-4:] == ["quarter", "25000.000", "", "40000.000"]
