@@ -10,14 +10,16 @@ fair when every tenant plans at least its fair share less one of its own jobs le
 
 How the planner gets there, as a stage around the pipeline (``solve_fair``, called by ``solve_gridshift``):
 
-1. **Capacity.** A tenant-blind plan (every priority equal, ``Fairness.blind_share`` of the time) measures how
-   much work the fleet can place; water-filling it gives each tenant's target.
-2. **Tiers.** Each tenant's jobs are taken in its own priority order (``priority`` never compares across tenants)
-   and *admitted* until its target is covered; admitted jobs get priorities ``ADMITTED`` and up, the rest
-   ``SURPLUS`` and up, so the pipeline's left-out penalties plan every admitted job it can before any surplus
-   one, and among such plans minimise the cost or carbon objective as usual.
-3. **Repair.** Shares are measured again on the plan; a tenant still short is raised a tier and the plan re-solved
-   while time is left. The fairest plan found (least shortfall, then most work, then lowest objective) is kept.
+1. **Capacity.** A tenant-blind plan (every GPU-hour worth the same, ``Fairness.blind_share`` of the time) measures
+   how much work the fleet can place.
+2. **Layers.** Each tenant's jobs are taken in its own priority order (``priority`` never compares across tenants)
+   and fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
+   ``LAYERS[k]`` times that capacity. The inner problem's priorities make the pipeline's left-out penalty of a job
+   proportional to its GPU-hours times ``RATIO ** (layers after its own)``, so the pipeline gives up last-layer work
+   first (spread over the tenants by the layers) and among the plans of the same work minimises the cost or carbon
+   objective as usual.
+3. **Repair.** Shares are measured again on the plan; a tenant still short is lifted one layer and the plan
+   re-solved while time is left. The fairest plan found (least shortfall, then most work, then lowest objective) is kept.
 4. **Budgets.** ``optimizer.budgets`` takes out a tenant's jobs that its remaining budgets do not cover (lowest
    priority first; reason ``budget`` with the amount short); when any were taken out and time is left, the plan is
    re-solved without them so the freed capacity goes to others.
@@ -37,14 +39,19 @@ from optimizer.tenancy import Fairness
 
 Inner = Callable[..., Plan]
 
-#: Priority of an admitted job (up to ``ADMITTED + LEVELS``); a surplus job gets ``SURPLUS`` up to ``SURPLUS + 9``.
-#: The pipeline charges a left-out job ``10 * priority`` times its worst energy cost, so an admitted job outweighs
-#: any surplus job of up to ~100 times its energy: capacity goes to the targets first.
-ADMITTED = 1000
-SURPLUS = 1
+#: Progressive filling in layers: layer ``k`` admits each tenant's jobs up to its weighted max-min share of
+#: ``LAYERS[k]`` times the capacity the tenant-blind plan measured; jobs past the last layer are surplus.
+LAYERS = (0.5, 0.8, 0.95, 1.05)
+#: Value of a GPU-hour of one layer against the next: the pipeline leaves out a later layer's work before an earlier
+#: one's unless it places over ``RATIO`` times as much, so a shortage falls on the last layers, spread over tenants.
+RATIO = 4
 LEVELS = 99
+#: Smallest priority handed to the pipeline (its resolution: priorities are integers).
+MIN_PRIORITY = 4
 #: Shortfall [GPU-h] below which a tenant counts as served (rounding).
 EPS = 1e-6
+#: Total shortfall, as a share of the work planned, below which plans compare on work and objective alone.
+SHORT_TOL = 0.005
 
 
 def applies(problem: Problem) -> bool:
@@ -140,19 +147,47 @@ def _inner_problem(problem: Problem, priority: Mapping[str, int], drop: set[str]
     return dataclasses.replace(problem, jobs=jobs, tenants=(), fairness=Fairness(enabled=False))
 
 
-def _tiers(problem: Problem, targets: Mapping[str, float], boost: Mapping[str, int], plannable: set[str],
-           work: Mapping[str, float], levels: Mapping[str, int]) -> dict[str, int]:
-    """Priorities of the inner problem: each tenant's jobs, best first, admitted until its target is covered (a job
-    is admitted while the work so far plus half of it stays within the target)."""
+def _value_per_penalty(problem: Problem, job: Job, work: float) -> float:
+    """Work per unit of the pipeline's left-out penalty [GPU-h / (kW slot)]: the pipeline charges a job left out its
+    priority times GPUs x the largest power x run time over its hardware (``tables._penalty``), so a priority times
+    this value makes the charge proportional to the job's GPU-hours."""
+    energy = max(
+        (problem.job_power_kw_per_gpu(job, hw) * (d + job.checkpoint_overhead_slots)
+         for hw, d in job.duration_slots.items()
+         if d > 0 and (job.allowed_hardware is None or hw in job.allowed_hardware)),
+        default=0.0,
+    )
+    return work / (job.gpus * energy) if energy > 0 and job.gpus > 0 else 0.0
+
+
+def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], plannable: set[str],
+                work: Mapping[str, float], levels: Mapping[str, int]) -> dict[str, int]:
+    """Priorities of the inner problem: per tenant, its jobs best first fill the layers of ``LAYERS`` (a job joins
+    the first layer whose share its tenant's work so far plus half of it fits in); a GPU-hour of layer ``k`` is worth
+    ``RATIO`` GPU-hours of layer ``k + 1``; a tenant's ``boost`` lifts all of its layers by that many."""
+    weights = {t: problem.tenant_policy(t).weight for t in set(j.tenant for j in problem.jobs)}
+    demand: dict[str, float] = defaultdict(float)
+    for j in problem.jobs:
+        if j.job_id in plannable:
+            demand[j.tenant] += work[j.job_id]
+    targets = [water_fill(f * capacity, weights, {t: demand.get(t, 0.0) for t in weights}) for f in LAYERS]
+    value = {j.job_id: _value_per_penalty(problem, j, work[j.job_id]) for j in problem.jobs}
+    known = sorted(v for v in value.values() if v > 0)
+    if not known:
+        return dict.fromkeys(value, 1)
+    mid = known[len(known) // 2]
     covered: dict[str, float] = defaultdict(float)
     out: dict[str, int] = {}
     for j in sorted(problem.jobs, key=lambda j: (-levels[j.job_id], work[j.job_id])):
         t, w = j.tenant, work[j.job_id]
-        if j.job_id in plannable and covered[t] + 0.5 * w <= targets.get(t, 0.0) + EPS:
+        layer = len(LAYERS)
+        if j.job_id in plannable:
+            layer = next((k for k, tg in enumerate(targets) if covered[t] + 0.5 * w <= tg[t] + EPS), layer)
             covered[t] += w
-            out[j.job_id] = ADMITTED * boost.get(t, 1) + levels[j.job_id]
-        else:
-            out[j.job_id] = SURPLUS + levels[j.job_id] // 10
+        # per GPU-hour, clamped to a 16-fold spread around the median job, so the integers stay small
+        v = min(max(value[j.job_id], mid / 4), mid * 4) / (mid / 4)
+        lift = RATIO ** (len(LAYERS) - layer + (boost.get(t, 0) if layer < len(LAYERS) else 0))
+        out[j.job_id] = max(1, round(MIN_PRIORITY * lift * v))
     return out
 
 
@@ -194,35 +229,38 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         return plan
 
     fair_on = problem.fairness.enabled
-    blind = run(dict.fromkeys(work, 1) if fair_on else levels, set(), problem.fairness.blind_share if fair_on else 0.6,
-                "blind" if fair_on else "plan")
+    # fair: first every GPU-hour alike (the most work the fleet can place, whoever asks); off: priorities as given
+    as_given = {j.job_id: j.priority for j in problem.jobs}
+    priority = _priorities(problem, 0.0, {}, set(), work, levels) if fair_on else as_given
+    blind = run(priority, set(), problem.fairness.blind_share if fair_on else 0.6, "blind" if fair_on else "plan")
     candidates: list[Plan] = [blind]
     notes: list[str] = []
-    if fair_on:
-        shares = measure(problem, blind, work, tenant)
-        plannable = {a.job_id for a in blind.assignments} | {
-            u.job_id for u in blind.unplanned if u.reason is UnplannedReason.CAPACITY
-        }
-        targets, boost = shares.fair, {t: 1 for t in shares.fair}
+    plannable = {a.job_id for a in blind.assignments} | {
+        u.job_id for u in blind.unplanned if u.reason is UnplannedReason.CAPACITY
+    }
+    capacity = sum(work[a.job_id] for a in blind.assignments)
+    boost: dict[str, int] = defaultdict(int)
+    if fair_on and measure(problem, blind, work, tenant).total_short <= SHORT_TOL * capacity:
+        # the most work the fleet can place is already fair: spend the time on more of the same
+        candidates.append(run(priority, set(), 0.9, "blind_again"))
+    elif fair_on:
         for rnd in range(3):
-            plan = run(_tiers(problem, targets, boost, plannable, work, levels), set(), 0.6 if rnd == 0 else 0.5,
-                       f"fair_{rnd}")
+            plan = run(_priorities(problem, capacity, boost, plannable, work, levels), set(),
+                       0.6 if rnd == 0 else 0.5, f"fair_{rnd}")
             candidates.append(plan)
             got = measure(problem, plan, work, tenant)
             short = [t for t in got.fair if got.shortfall(t) > EPS]
             if not short or left() < 0.15 * params.time_limit_s:
                 break
-            for t in short:  # a tenant still short: its admitted jobs a tier up, its target what it lacked
-                boost[t] = boost[t] * 2
-                targets[t] = max(targets[t], got.fair[t])
+            for t in short:  # a tenant still short: its layers one step up
+                boost[t] += 1
     best = min(candidates, key=lambda p: _rank(problem, p, work, tenant))
     final, budget_out = _fit(problem, best, levels)
     if budget_out and left() > 0.1 * params.time_limit_s:
         # re-plan without the jobs the budgets do not cover: their capacity goes to the others
         dropped = {u.job_id for u in budget_out}
-        priority = _tiers(problem, measure(problem, best, work, tenant).fair, {}, {a.job_id for a in best.assignments}
-                          | {u.job_id for u in best.unplanned if u.reason is UnplannedReason.CAPACITY}, work, levels)
-        again = run(priority, dropped, 0.8, "budget_replan")
+        again = run(_priorities(problem, capacity, boost, plannable - dropped, work, levels) if fair_on else as_given,
+                    dropped, 0.8, "budget_replan")
         again_fit, again_out = _fit(problem, again, levels, already=budget_out)
         if _rank(problem, again_fit, work, tenant) <= _rank(problem, final, work, tenant):
             final, budget_out = again_fit, again_out
@@ -249,7 +287,9 @@ def _rank(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mappi
     if plan.status is PlanStatus.NO_SOLUTION:
         return (float("inf"),)
     shares = measure(problem, plan, work, tenant)
-    return (round(shares.total_short, 6), -round(sum(shares.planned.values()), 6), plan.objective)
+    planned = sum(shares.planned.values())
+    short = shares.total_short if shares.total_short > SHORT_TOL * planned else 0.0
+    return (round(short, 6), -round(planned, 6), plan.objective)
 
 
 def _finish(problem: Problem, plan: Plan, budget_out: list[Unplanned], shares: _Shares, name: str,
