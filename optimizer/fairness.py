@@ -10,11 +10,12 @@ fair when every tenant plans at least its fair share less one of its own jobs le
 
 How the planner gets there, as a stage around the pipeline (``solve_fair``, called by ``solve_gridshift``):
 
-1. **Capacity.** A tenant-blind plan (every GPU-hour worth the same, ``Fairness.blind_share`` of the time) measures
-   how much work the fleet can place.
+1. **Capacity.** The jobs that could run alone (``build_tables``) make up each tenant's demand; the pipeline's greedy
+   placement with every GPU-hour worth the same measures how much work the fleet holds, ``C`` (in a fraction of a
+   second; the plan usually places more).
 2. **Layers.** Each tenant's jobs are taken in its own priority order (``priority`` never compares across tenants)
    and fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
-   ``LAYERS[k]`` times that capacity. The inner problem's priorities make the pipeline's left-out penalty of a job
+   ``LAYERS[k] x C``; the plan is made once, with ``Fairness.first_share`` of the time. The inner problem's priorities make the pipeline's left-out penalty of a job
    proportional to its GPU-hours times ``RATIO ** (layers after its own)``, so the pipeline gives up last-layer work
    first (spread over the tenants by the layers) and among the plans of the same work minimises the cost or carbon
    objective as usual.
@@ -32,19 +33,25 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
+
+from optimizer.bound import Multipliers, evaluate
 from optimizer.budgets import fit_budgets, fit_gpu_caps, totals_plan
+from optimizer.candidates import Candidates, place_fast
+from optimizer.heuristic import greedy_order
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
 from optimizer.problem import Job, Problem, SolveParams
+from optimizer.tables import build_tables
 from optimizer.tenancy import Fairness
 
 Inner = Callable[..., Plan]
 
 #: Progressive filling in layers: layer ``k`` admits each tenant's jobs up to its weighted max-min share of
-#: ``LAYERS[k]`` times the capacity the tenant-blind plan measured; jobs past the last layer are surplus.
-LAYERS = (0.5, 0.8, 0.95, 1.05)
+#: ``LAYERS[k]`` times the work a greedy placement fits (the plan usually fits more); the rest is the last layer.
+LAYERS = (0.6, 0.85, 1.0, 1.1, 1.25, 1.5)
 #: Value of a GPU-hour of one layer against the next: the pipeline leaves out a later layer's work before an earlier
 #: one's unless it places over ``RATIO`` times as much, so a shortage falls on the last layers, spread over tenants.
-RATIO = 4
+RATIO = 2
 LEVELS = 99
 #: Smallest priority handed to the pipeline (its resolution: priorities are integers).
 MIN_PRIORITY = 4
@@ -229,31 +236,22 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         return plan
 
     fair_on = problem.fairness.enabled
-    # fair: first every GPU-hour alike (the most work the fleet can place, whoever asks); off: priorities as given
     as_given = {j.job_id: j.priority for j in problem.jobs}
-    priority = _priorities(problem, 0.0, {}, set(), work, levels) if fair_on else as_given
-    blind = run(priority, set(), problem.fairness.blind_share if fair_on else 0.6, "blind" if fair_on else "plan")
-    candidates: list[Plan] = [blind]
-    notes: list[str] = []
-    plannable = {a.job_id for a in blind.assignments} | {
-        u.job_id for u in blind.unplanned if u.reason is UnplannedReason.CAPACITY
-    }
-    capacity = sum(work[a.job_id] for a in blind.assignments)
+    plannable, capacity = _greedy_capacity(problem, work, levels)
+    phases["capacity"] = round(time.perf_counter() - t0, 4)
     boost: dict[str, int] = defaultdict(int)
-    if fair_on and measure(problem, blind, work, tenant).total_short <= SHORT_TOL * capacity:
-        # the most work the fleet can place is already fair: spend the time on more of the same
-        candidates.append(run(priority, set(), 0.9, "blind_again"))
-    elif fair_on:
-        for rnd in range(3):
-            plan = run(_priorities(problem, capacity, boost, plannable, work, levels), set(),
-                       0.6 if rnd == 0 else 0.5, f"fair_{rnd}")
-            candidates.append(plan)
-            got = measure(problem, plan, work, tenant)
-            short = [t for t in got.fair if got.shortfall(t) > EPS]
-            if not short or left() < 0.15 * params.time_limit_s:
-                break
-            for t in short:  # a tenant still short: its layers one step up
-                boost[t] += 1
+    priority = _priorities(problem, capacity, boost, plannable, work, levels) if fair_on else as_given
+    candidates = [run(priority, set(), problem.fairness.first_share if fair_on else 0.8, "plan")]
+    notes: list[str] = []
+    for rnd in range(2 if fair_on else 0):
+        got = measure(problem, candidates[-1], work, tenant)
+        short = [t for t in got.fair if got.shortfall(t) > EPS]
+        if got.total_short <= SHORT_TOL * sum(got.planned.values()) or left() < 0.2 * params.time_limit_s:
+            break
+        for t in short:  # a tenant still short: its layers one step up
+            boost[t] += 1
+        candidates.append(run(_priorities(problem, capacity, boost, plannable, work, levels), set(), 0.7,
+                              f"repair_{rnd}"))
     best = min(candidates, key=lambda p: _rank(problem, p, work, tenant))
     final, budget_out = _fit(problem, best, levels)
     if budget_out and left() > 0.1 * params.time_limit_s:
@@ -271,6 +269,19 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             f"fair {shares.fair[t]:.1f}"
         )
     return _finish(problem, final, budget_out, shares, name, phases, notes, time.perf_counter() - t0)
+
+
+def _greedy_capacity(problem: Problem, work: Mapping[str, float], levels: Mapping[str, int]) -> tuple[set[str], float]:
+    """The jobs that could run alone (the pipeline's own test), and the work the pipeline's greedy placement puts on
+    the fleet when every GPU-hour is worth the same [GPU-h]: the capacity the layers share (the plan may place more)."""
+    tb = build_tables(_inner_problem(problem, _priorities(problem, 0.0, {}, set(), work, levels), set()))
+    plannable = {problem.jobs[int(i)].job_id for i in tb.rows}
+    if tb.J == 0:
+        return plannable, 0.0
+    found: list = []
+    evaluate(tb, Multipliers.zeros(tb), collect=found)
+    ch = place_fast(tb, greedy_order(tb), Candidates(tb, found))
+    return plannable, sum(work[problem.jobs[int(tb.rows[k])].job_id] for k in np.flatnonzero(ch.r >= 0))
 
 
 def _fit(
