@@ -10,12 +10,13 @@ fair when every tenant plans at least its fair share less one of its own jobs le
 
 How the planner gets there, as a stage around the pipeline (``solve_fair``, called by ``solve_gridshift``):
 
-1. **Capacity.** The jobs that could run alone (``build_tables``) make up each tenant's demand; the pipeline's greedy
-   placement with every GPU-hour worth the same measures how much work the fleet holds, ``C`` (in a fraction of a
-   second; the plan usually places more).
-2. **Layers.** Each tenant's jobs are taken in its own priority order (``priority`` never compares across tenants)
-   and fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
-   ``LAYERS[k] x C``; the plan is made once, with ``Fairness.first_share`` of the time. The inner problem's priorities make the pipeline's left-out penalty of a job
+1. **Capacity.** The jobs that could run alone (``build_tables``) make up each tenant's demand. A tenant-blind plan
+   in which every GPU-hour is worth the same (``Fairness.blind_share`` of the time) measures how much work the
+   fleet holds, ``C`` (at least what the pipeline's greedy placement fits). When that plan is already fair (every
+   tenant within one job of its share), it is the plan (re-solved with the time left, the better one kept).
+2. **Layers.** Otherwise each tenant's jobs are taken in its own priority order (``priority`` never compares across
+   tenants) and fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
+   ``LAYERS[k] x C``. The inner problem's priorities make the pipeline's left-out penalty of a job
    proportional to its GPU-hours times ``RATIO ** (layers after its own)``, so the pipeline gives up last-layer work
    first (spread over the tenants by the layers) and among the plans of the same work minimises the cost or carbon
    objective as usual.
@@ -240,21 +241,32 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
     plannable, capacity = _greedy_capacity(problem, work, levels)
     phases["capacity"] = round(time.perf_counter() - t0, 4)
     boost: dict[str, int] = defaultdict(int)
-    priority = _priorities(problem, capacity, boost, plannable, work, levels) if fair_on else as_given
-    candidates = [run(priority, set(), problem.fairness.first_share if fair_on else 0.8, "plan")]
     notes: list[str] = []
-    for rnd in range(2 if fair_on else 0):
-        got = measure(problem, candidates[-1], work, tenant)
-        short = [t for t in got.fair if got.shortfall(t) > EPS]
-        if got.total_short <= SHORT_TOL * sum(got.planned.values()) or left() < 0.2 * params.time_limit_s:
-            break
-        for t in short:  # a tenant still short: its layers one step up
-            boost[t] += 1
-        candidates.append(run(_priorities(problem, capacity, boost, plannable, work, levels), set(), 0.7,
-                              f"repair_{rnd}"))
+    if not fair_on:
+        candidates = [run(as_given, set(), 0.8, "plan")]
+    else:
+        # the most work the fleet can place, every GPU-hour alike; where it is fair already, it is the plan
+        blind_priority = _priorities(problem, 0.0, {}, set(), work, levels)
+        candidates = [run(blind_priority, set(), problem.fairness.blind_share, "blind")]
+        got = measure(problem, candidates[0], work, tenant)
+        capacity = max(capacity, sum(got.planned.values()))
+        fair_already = got.total_short <= SHORT_TOL * sum(got.planned.values())
+        for rnd in range(0 if fair_already else 3):
+            if rnd and left() < 0.2 * params.time_limit_s:
+                break
+            candidates.append(run(_priorities(problem, capacity, boost, plannable, work, levels), set(),
+                                  0.75 if rnd == 0 else 0.7, f"fair_{rnd}"))
+            got = measure(problem, candidates[-1], work, tenant)
+            if got.total_short <= SHORT_TOL * sum(got.planned.values()):
+                break
+            for t in got.fair:  # a tenant still short: its layers one step up
+                if got.shortfall(t) > EPS:
+                    boost[t] += 1
+        if fair_already and left() > 0.3 * params.time_limit_s:
+            candidates.append(run(blind_priority, set(), 0.8, "blind_again"))
     best = min(candidates, key=lambda p: _rank(problem, p, work, tenant))
     final, budget_out = _fit(problem, best, levels)
-    if budget_out and left() > 0.1 * params.time_limit_s:
+    if budget_out and left() > 0.25 * params.time_limit_s:
         # re-plan without the jobs the budgets do not cover: their capacity goes to the others
         dropped = {u.job_id for u in budget_out}
         again = run(_priorities(problem, capacity, boost, plannable - dropped, work, levels) if fair_on else as_given,

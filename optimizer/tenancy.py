@@ -69,14 +69,14 @@ class Fairness:
     enabled : bool
         Share scarce capacity between tenants by weight (weighted max-min fairness of requested GPU-hours planned);
         off, priorities compare across tenants as they are.
-    first_share : float
-        Share of the time limit given to the first fair plan; the rest goes to re-plans for a tenant still short of
-        its share, and for the jobs budgets and quotas take out [-].
+    blind_share : float
+        Share of the time limit given to the tenant-blind plan that measures the capacity to share (and is the plan
+        when it is fair already) [-].
     """
 
     enabled: bool = True
-    first_share: float = 0.7
+    blind_share: float = 0.4
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.first_share <= 1.0:
-            raise ValueError(f"Fairness.first_share must be in (0, 1], got {self.first_share}")
+        if not 0.0 < self.blind_share < 1.0:
+            raise ValueError(f"Fairness.blind_share must be in (0, 1), got {self.blind_share}")
