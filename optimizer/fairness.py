@@ -10,9 +10,9 @@ fair when every tenant plans at least its fair share less one of its own jobs le
 
 How the planner gets there, as a stage around the pipeline (``solve_fair``, called by ``solve_gridshift``):
 
-1. **Capacity.** The jobs that could run alone (``build_tables``) make up each tenant's demand. A tenant-blind plan
+1. **Capacity.** A tenant-blind plan
    in which every GPU-hour is worth the same (``Fairness.blind_share`` of the time) measures how much work the
-   fleet holds, ``C`` (at least what the pipeline's greedy placement fits). When that plan is already fair (every
+   fleet holds, ``C``. When that plan is already fair (every
    tenant within one job of its share), it is the plan (re-solved with the time left, the better one kept).
 2. **Layers.** Otherwise each tenant's jobs are taken in its own priority order (``priority`` never compares across
    tenants) and fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
@@ -34,15 +34,9 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
-
-from optimizer.bound import Multipliers, evaluate
 from optimizer.budgets import fit_budgets, fit_gpu_caps, totals_plan
-from optimizer.candidates import Candidates, place_fast
-from optimizer.heuristic import greedy_order
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
 from optimizer.problem import Job, Problem, SolveParams
-from optimizer.tables import build_tables
 from optimizer.tenancy import Fairness
 
 Inner = Callable[..., Plan]
@@ -238,21 +232,27 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
 
     fair_on = problem.fairness.enabled
     as_given = {j.job_id: j.priority for j in problem.jobs}
-    plannable, capacity = _greedy_capacity(problem, work, levels)
-    phases["capacity"] = round(time.perf_counter() - t0, 4)
     boost: dict[str, int] = defaultdict(int)
     notes: list[str] = []
+    plannable: set[str] = set()
+    capacity = setup = 0.0
     if not fair_on:
         candidates = [run(as_given, set(), 0.8, "plan")]
     else:
         # the most work the fleet can place, every GPU-hour alike; where it is fair already, it is the plan
         blind_priority = _priorities(problem, 0.0, {}, set(), work, levels)
-        candidates = [run(blind_priority, set(), problem.fairness.blind_share, "blind")]
-        got = measure(problem, candidates[0], work, tenant)
-        capacity = max(capacity, sum(got.planned.values()))
-        fair_already = got.total_short <= SHORT_TOL * sum(got.planned.values())
+        blind = run(blind_priority, set(), problem.fairness.blind_share, "blind")
+        candidates = [blind]
+        # what one more solve costs whatever its limit (tables and greedy plan), so none starts that cannot finish
+        setup = sum(v for k, v in blind.stats.phases.items() if k in ("tables", "greedy"))
+        plannable = {a.job_id for a in blind.assignments} | {
+            u.job_id for u in blind.unplanned if u.reason is UnplannedReason.CAPACITY
+        }
+        got = measure(problem, blind, work, tenant)
+        capacity = sum(got.planned.values())
+        fair_already = got.total_short <= SHORT_TOL * capacity
         for rnd in range(0 if fair_already else 3):
-            if rnd and left() < 0.2 * params.time_limit_s:
+            if left() < max(2.0 * setup, 0.15 * params.time_limit_s):
                 break
             candidates.append(run(_priorities(problem, capacity, boost, plannable, work, levels), set(),
                                   0.75 if rnd == 0 else 0.7, f"fair_{rnd}"))
@@ -262,11 +262,11 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             for t in got.fair:  # a tenant still short: its layers one step up
                 if got.shortfall(t) > EPS:
                     boost[t] += 1
-        if fair_already and left() > 0.3 * params.time_limit_s:
+        if fair_already and left() > max(3.0 * setup, 0.3 * params.time_limit_s):
             candidates.append(run(blind_priority, set(), 0.8, "blind_again"))
     best = min(candidates, key=lambda p: _rank(problem, p, work, tenant))
     final, budget_out = _fit(problem, best, levels)
-    if budget_out and left() > 0.25 * params.time_limit_s:
+    if budget_out and left() > max(2.0 * setup, 0.25 * params.time_limit_s):
         # re-plan without the jobs the budgets do not cover: their capacity goes to the others
         dropped = {u.job_id for u in budget_out}
         again = run(_priorities(problem, capacity, boost, plannable - dropped, work, levels) if fair_on else as_given,
@@ -281,19 +281,6 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             f"fair {shares.fair[t]:.1f}"
         )
     return _finish(problem, final, budget_out, shares, name, phases, notes, time.perf_counter() - t0)
-
-
-def _greedy_capacity(problem: Problem, work: Mapping[str, float], levels: Mapping[str, int]) -> tuple[set[str], float]:
-    """The jobs that could run alone (the pipeline's own test), and the work the pipeline's greedy placement puts on
-    the fleet when every GPU-hour is worth the same [GPU-h]: the capacity the layers share (the plan may place more)."""
-    tb = build_tables(_inner_problem(problem, _priorities(problem, 0.0, {}, set(), work, levels), set()))
-    plannable = {problem.jobs[int(i)].job_id for i in tb.rows}
-    if tb.J == 0:
-        return plannable, 0.0
-    found: list = []
-    evaluate(tb, Multipliers.zeros(tb), collect=found)
-    ch = place_fast(tb, greedy_order(tb), Candidates(tb, found))
-    return plannable, sum(work[problem.jobs[int(tb.rows[k])].job_id] for k in np.flatnonzero(ch.r >= 0))
 
 
 def _fit(
