@@ -252,10 +252,10 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         capacity = sum(got.planned.values())
         fair_already = got.total_short <= SHORT_TOL * capacity
         for rnd in range(0 if fair_already else 3):
-            if left() < max(2.0 * setup, 0.15 * params.time_limit_s):
-                break
+            if rnd and left() < max(2.0 * setup, 0.15 * params.time_limit_s):
+                break  # the first layered plan is always made: an unfair plan is not an answer
             candidates.append(run(_priorities(problem, capacity, boost, plannable, work, levels), set(),
-                                  0.75 if rnd == 0 else 0.7, f"fair_{rnd}"))
+                                  0.8 if rnd == 0 else 0.7, f"fair_{rnd}"))
             got = measure(problem, candidates[-1], work, tenant)
             if got.total_short <= SHORT_TOL * sum(got.planned.values()):
                 break

@@ -75,7 +75,7 @@ class Fairness:
     """
 
     enabled: bool = True
-    blind_share: float = 0.4
+    blind_share: float = 0.3
 
     def __post_init__(self) -> None:
         if not 0.0 < self.blind_share < 1.0:
