@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from optimizer.budgets import fit_budgets, fit_gpu_caps, totals_plan
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
 from optimizer.problem import Job, Problem, SolveParams
+from optimizer.residual import merge_plans, residual_problem
 from optimizer.tenancy import Fairness
 
 Inner = Callable[..., Plan]
@@ -47,6 +48,8 @@ LAYERS = (0.6, 0.85, 1.0, 1.1, 1.25, 1.5)
 #: Value of a GPU-hour of one layer against the next: the pipeline leaves out a later layer's work before an earlier
 #: one's unless it places over ``RATIO`` times as much, so a shortage falls on the last layers, spread over tenants.
 RATIO = 2
+#: The last layer planned in the first of the two passes (``LAYERS[ADMIT_LAYER]`` is 1.0: the measured capacity).
+ADMIT_LAYER = 2
 LEVELS = 99
 #: Smallest priority handed to the pipeline (its resolution: priorities are integers).
 MIN_PRIORITY = 4
@@ -163,10 +166,12 @@ def _value_per_penalty(problem: Problem, job: Job, work: float) -> float:
 
 
 def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], plannable: set[str],
-                work: Mapping[str, float], levels: Mapping[str, int]) -> dict[str, int]:
+                work: Mapping[str, float], levels: Mapping[str, int], admitted: set[str] | None = None) -> dict[str, int]:
     """Priorities of the inner problem: per tenant, its jobs best first fill the layers of ``LAYERS`` (a job joins
     the first layer whose share its tenant's work so far plus half of it fits in); a GPU-hour of layer ``k`` is worth
-    ``RATIO`` GPU-hours of layer ``k + 1``; a tenant's ``boost`` lifts all of its layers by that many."""
+    ``RATIO`` GPU-hours of layer ``k + 1``; a tenant's ``boost`` lifts all of its layers by that many. ``admitted``,
+    when given, receives the jobs of the layers up to ``LAYERS[ADMIT_LAYER]`` (the capacity measured)."""
+    admitted = set() if admitted is None else admitted
     weights = {t: problem.tenant_policy(t).weight for t in set(j.tenant for j in problem.jobs)}
     demand: dict[str, float] = defaultdict(float)
     for j in problem.jobs:
@@ -190,6 +195,8 @@ def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], pla
         v = min(max(value[j.job_id], mid / 4), mid * 4) / (mid / 4)
         lift = RATIO ** (len(LAYERS) - layer + (boost.get(t, 0) if layer < len(LAYERS) else 0))
         out[j.job_id] = max(1, round(MIN_PRIORITY * lift * v))
+        if layer <= ADMIT_LAYER:
+            admitted.add(j.job_id)
     return out
 
 
@@ -230,6 +237,17 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         phases[label] = round(time.perf_counter() - t, 4)
         return plan
 
+    def two_pass(priority: Mapping[str, int], admitted: set[str]) -> Plan:
+        """The admitted jobs first, then every other job on what they left."""
+        t = time.perf_counter()
+        first = run(priority, set(work) - admitted, 0.5, "fair_admitted")
+        placed = {a.job_id for a in first.assignments}
+        rest = residual_problem(_inner_problem(problem, priority, placed), first, problem)
+        limit = max(0.05, 0.8 * left())
+        second = inner(rest, dataclasses.replace(params, time_limit_s=limit), name=name)
+        phases["fair_rest"] = round(time.perf_counter() - t - phases["fair_admitted"], 4)
+        return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
+
     fair_on = problem.fairness.enabled
     as_given = {j.job_id: j.priority for j in problem.jobs}
     boost: dict[str, int] = defaultdict(int)
@@ -254,8 +272,12 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         for rnd in range(0 if fair_already else 3):
             if rnd and left() < max(2.0 * setup, 0.15 * params.time_limit_s):
                 break  # the first layered plan is always made: an unfair plan is not an answer
-            candidates.append(run(_priorities(problem, capacity, boost, plannable, work, levels), set(),
-                                  0.8 if rnd == 0 else 0.7, f"fair_{rnd}"))
+            admitted: set[str] = set()
+            layered = _priorities(problem, capacity, boost, plannable, work, levels, admitted)
+            if rnd == 0:
+                candidates.append(two_pass(layered, admitted))
+                continue
+            candidates.append(run(layered, set(), 0.7, f"fair_{rnd}"))
             got = measure(problem, candidates[-1], work, tenant)
             if got.total_short <= SHORT_TOL * sum(got.planned.values()):
                 break
