@@ -10,19 +10,22 @@ fair when every tenant plans at least its fair share less one of its own jobs le
 
 How the planner gets there, as a stage around the pipeline (``solve_fair``, called by ``solve_gridshift``):
 
-1. **Capacity.** A tenant-blind plan
-   in which every GPU-hour is worth the same (``Fairness.blind_share`` of the time) measures how much work the
-   fleet holds, ``C``. When that plan is already fair (every
-   tenant within one job of its share), it is the plan (re-solved with the time left, the better one kept).
-2. **Layers.** Otherwise each tenant's jobs are taken in its own priority order (``priority`` never compares across
-   tenants) and fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
-   ``LAYERS[k] x C``. The inner problem's priorities make the pipeline's left-out penalty of a job
-   proportional to its GPU-hours times ``RATIO ** (layers after its own)``, so the pipeline gives up last-layer work
-   first (spread over the tenants by the layers) and among the plans of the same work minimises the cost or carbon
-   objective as usual.
-3. **Repair.** Shares are measured again on the plan; a tenant still short is lifted one layer and the plan
-   re-solved while time is left. The fairest plan found (least shortfall, then most work, then lowest objective) is kept.
-4. **Budgets.** ``optimizer.budgets`` takes out a tenant's jobs that its remaining budgets do not cover (lowest
+1. **Capacity.** A tenant-blind plan in which every GPU-hour is worth the same (``Fairness.blind_share`` of the
+   time) measures how much work the fleet holds, ``C``. When that plan is already fair (every tenant within one
+   job of its share), it is the plan (re-solved with the time left, the better one kept).
+2. **Trim and fill.** Otherwise the blind plan loses the last jobs (by the tenant's own priority) of every tenant
+   over its fair share, down to the share, and every job not in it is planned on what is left (the layered
+   priorities below put the short tenants' jobs first): the blind plan's packing is kept, its margin shared.
+3. **Layers.** Then each tenant's jobs, in its own priority order (``priority`` never compares across tenants),
+   fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
+   ``LAYERS[k] x C``. The inner problem's priorities make the pipeline's left-out penalty of a job proportional to
+   its GPU-hours times ``RATIO ** (layers after its own)``, so the pipeline gives up last-layer work first (spread
+   over the tenants by the layers) and among plans of the same work minimises the cost or carbon objective as
+   usual. The layers up to ``C`` are planned first, the rest on what they leave (``optimizer.residual``).
+4. **Repair.** Shares are measured again on the plan; a tenant still short is lifted one layer and the plan
+   re-solved while time is left. The plan kept has the least loss: GPU-hours tenants lack of their fair shares plus
+   GPU-hours planned less than the most any plan placed (then the lowest objective).
+5. **Budgets.** ``optimizer.budgets`` takes out a tenant's jobs that its remaining budgets do not cover (lowest
    priority first; reason ``budget`` with the amount short); when any were taken out and time is left, the plan is
    re-solved without them so the freed capacity goes to others.
 """
@@ -248,6 +251,24 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         phases["fair_rest"] = round(time.perf_counter() - t - phases["fair_admitted"], 4)
         return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
 
+    def trim_and_fill(blind: Plan, got: _Shares, priority: Mapping[str, int]) -> Plan:
+        """The blind plan less the jobs of tenants over their fair share (lowest priority first, down to the share),
+        then every job not in it planned on what is left (the others' jobs first, by ``priority``)."""
+        t = time.perf_counter()
+        planned = dict(got.planned)
+        removed: set[str] = set()
+        for a in sorted(blind.assignments, key=lambda a: (levels[a.job_id], -work[a.job_id])):
+            tn = tenant[a.job_id]
+            if planned[tn] - work[a.job_id] >= got.fair[tn] - EPS:
+                planned[tn] -= work[a.job_id]
+                removed.add(a.job_id)
+        first = dataclasses.replace(blind, assignments=tuple(a for a in blind.assignments if a.job_id not in removed))
+        kept = {a.job_id for a in first.assignments}
+        rest = residual_problem(_inner_problem(problem, priority, kept), first, problem)
+        second = inner(rest, dataclasses.replace(params, time_limit_s=max(0.05, 0.6 * left())), name=name)
+        phases["trim_fill"] = round(time.perf_counter() - t, 4)
+        return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
+
     fair_on = problem.fairness.enabled
     as_given = {j.job_id: j.priority for j in problem.jobs}
     boost: dict[str, int] = defaultdict(int)
@@ -268,7 +289,11 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         }
         got = measure(problem, blind, work, tenant)
         capacity = sum(got.planned.values())
-        fair_already = got.total_short <= SHORT_TOL * capacity
+        fair_already = blind_fair = got.total_short <= SHORT_TOL * capacity
+        if not fair_already:
+            # the blind plan's packing kept, its margin shared: over-share tenants' last jobs make room for the others
+            candidates.append(trim_and_fill(blind, got, _priorities(problem, capacity, boost, plannable, work, levels)))
+            fair_already = measure(problem, candidates[-1], work, tenant).total_short <= SHORT_TOL * capacity
         for rnd in range(0 if fair_already else 3):
             if rnd and left() < max(2.0 * setup, 0.15 * params.time_limit_s):
                 break  # the first layered plan is always made: an unfair plan is not an answer
@@ -284,9 +309,10 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             for t in got.fair:  # a tenant still short: its layers one step up
                 if got.shortfall(t) > EPS:
                     boost[t] += 1
-        if fair_already and left() > max(3.0 * setup, 0.3 * params.time_limit_s):
+        if blind_fair and left() > max(3.0 * setup, 0.3 * params.time_limit_s):
             candidates.append(run(blind_priority, set(), 0.8, "blind_again"))
-    best = min(candidates, key=lambda p: _rank(problem, p, work, tenant))
+    most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
+    best = min(candidates, key=lambda p: _rank(problem, p, work, tenant, most))
     final, budget_out = _fit(problem, best, levels)
     if budget_out and left() > max(2.0 * setup, 0.25 * params.time_limit_s):
         # re-plan without the jobs the budgets do not cover: their capacity goes to the others
@@ -294,7 +320,8 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         again = run(_priorities(problem, capacity, boost, plannable - dropped, work, levels) if fair_on else as_given,
                     dropped, 0.8, "budget_replan")
         again_fit, again_out = _fit(problem, again, levels, already=budget_out)
-        if _rank(problem, again_fit, work, tenant) <= _rank(problem, final, work, tenant):
+        most = max(most, sum(work[a.job_id] for a in again_fit.assignments))
+        if _rank(problem, again_fit, work, tenant, most) <= _rank(problem, final, work, tenant, most):
             final, budget_out = again_fit, again_out
     shares = measure(problem, final, work, tenant)
     for t in sorted(shares.demand):
@@ -314,14 +341,16 @@ def _fit(
     return fitted, budget_out
 
 
-def _rank(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str]) -> tuple:
-    """Order of plans: least fair-share shortfall, then most work planned, then lowest objective."""
+def _rank(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str], most: float) -> tuple:
+    """Order of plans: least loss, then lowest objective. The loss counts every GPU-hour a tenant lacks of its fair
+    share (beyond one job, shortfalls under 0.5 % of the work as none) and every GPU-hour planned less than ``most``,
+    the most any plan places: fairness is bought by moving work between tenants, not by planning less of it."""
     if plan.status is PlanStatus.NO_SOLUTION:
         return (float("inf"),)
     shares = measure(problem, plan, work, tenant)
     planned = sum(shares.planned.values())
     short = shares.total_short if shares.total_short > SHORT_TOL * planned else 0.0
-    return (round(short, 6), -round(planned, 6), plan.objective)
+    return (round(short + max(0.0, most - planned), 6), plan.objective)
 
 
 def _finish(problem: Problem, plan: Plan, budget_out: list[Unplanned], shares: _Shares, name: str,
