@@ -128,7 +128,13 @@ class _Shares:
 
     @property
     def total_short(self) -> float:
+        """GPU-hours tenants lack of their fair shares, beyond one job each (the checker's floor)."""
         return sum(self.shortfall(t) for t in self.fair)
+
+    @property
+    def exact_short(self) -> float:
+        """GPU-hours tenants lack of their fair shares, whole (what the planner minimises)."""
+        return sum(max(0.0, self.fair[t] - self.planned[t]) for t in self.fair)
 
 
 def measure(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str]) -> _Shares:
@@ -289,11 +295,11 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         }
         got = measure(problem, blind, work, tenant)
         capacity = sum(got.planned.values())
-        fair_already = blind_fair = got.total_short <= SHORT_TOL * capacity
+        fair_already = blind_fair = got.exact_short <= SHORT_TOL * capacity
         if not fair_already:
             # the blind plan's packing kept, its margin shared: over-share tenants' last jobs make room for the others
             candidates.append(trim_and_fill(blind, got, _priorities(problem, capacity, boost, plannable, work, levels)))
-            fair_already = measure(problem, candidates[-1], work, tenant).total_short <= SHORT_TOL * capacity
+            fair_already = measure(problem, candidates[-1], work, tenant).exact_short <= SHORT_TOL * capacity
         for rnd in range(0 if fair_already else 3):
             if rnd and left() < max(2.0 * setup, 0.15 * params.time_limit_s):
                 break  # the first layered plan is always made: an unfair plan is not an answer
@@ -304,10 +310,10 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
                 continue
             candidates.append(run(layered, set(), 0.7, f"fair_{rnd}"))
             got = measure(problem, candidates[-1], work, tenant)
-            if got.total_short <= SHORT_TOL * sum(got.planned.values()):
+            if got.exact_short <= SHORT_TOL * sum(got.planned.values()):
                 break
             for t in got.fair:  # a tenant still short: its layers one step up
-                if got.shortfall(t) > EPS:
+                if got.fair[t] - got.planned[t] > EPS:
                     boost[t] += 1
         if blind_fair and left() > max(3.0 * setup, 0.3 * params.time_limit_s):
             candidates.append(run(blind_priority, set(), 0.8, "blind_again"))
@@ -349,7 +355,7 @@ def _rank(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mappi
         return (float("inf"),)
     shares = measure(problem, plan, work, tenant)
     planned = sum(shares.planned.values())
-    short = shares.total_short if shares.total_short > SHORT_TOL * planned else 0.0
+    short = shares.exact_short if shares.exact_short > SHORT_TOL * planned else 0.0
     return (round(short + max(0.0, most - planned), 6), plan.objective)
 
 
