@@ -96,11 +96,11 @@ def run(problem: Problem, params: SolveParams) -> tuple[Plan, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(DEFAULT_DATA), help="harmonized data folder")
-    ap.add_argument("--regions", default="DE,FR,ES,FI,PL")
+    ap.add_argument("--regions", default="DE,FR")
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--start", default="2022-03-01")
     ap.add_argument("--days", type=int, default=4, help="planning horizon [days] (hourly slots)")
-    ap.add_argument("--gpus-per-type", type=int, default=4, help="GPUs per region and hardware type (scarcity)")
+    ap.add_argument("--gpus-per-type", type=int, default=8, help="GPUs per region and hardware type (scarcity)")
     ap.add_argument("--flood-share", type=float, default=0.5, help="share of the jobs the flooding tenant submits")
     ap.add_argument("--carbon-budget-share", type=float, default=0.3)
     ap.add_argument("--time-limit", type=float, default=10.0)

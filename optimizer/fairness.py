@@ -261,14 +261,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         """The blind plan less the jobs of tenants over their fair share (lowest priority first, down to the share),
         then every job not in it planned on what is left (the others' jobs first, by ``priority``)."""
         t = time.perf_counter()
-        planned = dict(got.planned)
-        removed: set[str] = set()
-        for a in sorted(blind.assignments, key=lambda a: (levels[a.job_id], -work[a.job_id])):
-            tn = tenant[a.job_id]
-            if planned[tn] - work[a.job_id] >= got.fair[tn] - EPS:
-                planned[tn] -= work[a.job_id]
-                removed.add(a.job_id)
-        first = dataclasses.replace(blind, assignments=tuple(a for a in blind.assignments if a.job_id not in removed))
+        first = _trim(blind, got, work, tenant, levels)
         kept = {a.job_id for a in first.assignments}
         rest = residual_problem(_inner_problem(problem, priority, kept), first, problem)
         second = inner(rest, dataclasses.replace(params, time_limit_s=max(0.05, 0.6 * left())), name=name)
@@ -278,7 +271,6 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
     fair_on = problem.fairness.enabled
     as_given = {j.job_id: j.priority for j in problem.jobs}
     boost: dict[str, int] = defaultdict(int)
-    notes: list[str] = []
     plannable: set[str] = set()
     capacity = setup = 0.0
     if not fair_on:
@@ -330,12 +322,21 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         if _rank(problem, again_fit, work, tenant, most) <= _rank(problem, final, work, tenant, most):
             final, budget_out = again_fit, again_out
     shares = measure(problem, final, work, tenant)
-    for t in sorted(shares.demand):
-        notes.append(
-            f"tenant {t or '-'}: requested {shares.demand[t]:.1f} GPU-h, planned {shares.planned[t]:.1f}, "
-            f"fair {shares.fair[t]:.1f}"
-        )
-    return _finish(problem, final, budget_out, shares, name, phases, notes, time.perf_counter() - t0)
+    return _finish(problem, final, budget_out, shares, name, phases, time.perf_counter() - t0)
+
+
+def _trim(blind: Plan, got: _Shares, work: Mapping[str, float], tenant: Mapping[str, str],
+          levels: Mapping[str, int]) -> Plan:
+    """``blind`` less the last jobs (lowest priority in the tenant, biggest first) of every tenant over its fair share,
+    down to that share; its totals are left as they were (the plan only says what capacity stays taken)."""
+    planned = dict(got.planned)
+    removed: set[str] = set()
+    for a in sorted(blind.assignments, key=lambda a: (levels[a.job_id], -work[a.job_id])):
+        tn = tenant[a.job_id]
+        if planned[tn] - work[a.job_id] >= got.fair[tn] - EPS:
+            planned[tn] -= work[a.job_id]
+            removed.add(a.job_id)
+    return dataclasses.replace(blind, assignments=tuple(a for a in blind.assignments if a.job_id not in removed))
 
 
 def _fit(
@@ -360,8 +361,14 @@ def _rank(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mappi
 
 
 def _finish(problem: Problem, plan: Plan, budget_out: list[Unplanned], shares: _Shares, name: str,
-            phases: dict[str, float], notes: list[str], wall_s: float) -> Plan:
-    """The plan in the original problem's terms: jobs left out for capacity beside a tenant at its share say so."""
+            phases: dict[str, float], wall_s: float) -> Plan:
+    """The plan in the original problem's terms: jobs left out for capacity beside a tenant at its share say so, and
+    the notes give every tenant's requested, planned and fair GPU-hours."""
+    notes = [
+        f"tenant {t or '-'}: requested {shares.demand[t]:.1f} GPU-h, planned {shares.planned[t]:.1f}, "
+        f"fair {shares.fair[t]:.1f}"
+        for t in sorted(shares.demand)
+    ]
     budget_ids = {u.job_id for u in budget_out}
     unplanned: list[Unplanned] = []
     tenant = {j.job_id: j.tenant for j in problem.jobs}
