@@ -399,7 +399,7 @@ def _finish(problem: Problem, plan: Plan, budget_out: list[Unplanned], shares: _
         unplanned=tuple(unplanned),
         objective=objective,
         best_bound=plan.best_bound,
-        gap_pct=None,
+        gap_pct=plan.gap_pct,  # the last solve's gap on its own (tiered) objective; None for a plan of two passes
         cost=cost,
         carbon_kg=carbon,
         energy_kwh=energy,
