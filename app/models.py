@@ -46,6 +46,29 @@ class Tenant(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class TenantPolicy(Base):
+    """What the operator set for one tenant: its weight in fair share, its quotas and its budgets (migration 0009).
+
+    Budgets hold per ``budget_period`` (calendar month or quarter, UTC) in the reporting currency, kWh and kg CO2eq
+    (location-based); quotas cap GPUs of a hardware type at once (``max_gpus``: code -> GPUs), GPU-hours per UTC day
+    and per month, and jobs waiting to be planned. None means no cap.
+    """
+
+    __tablename__ = "tenant_policies"
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True)
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    max_gpus: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    max_gpu_hours_per_day: Mapped[float | None] = mapped_column(Float)
+    max_gpu_hours_per_month: Mapped[float | None] = mapped_column(Float)
+    max_queued_jobs: Mapped[int | None] = mapped_column(Integer)
+    budget_period: Mapped[str] = mapped_column(String(16), default="month")
+    cost_budget: Mapped[float | None] = mapped_column(Float)
+    energy_budget_kwh: Mapped[float | None] = mapped_column(Float)
+    carbon_budget_kg: Mapped[float | None] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    tenant: Mapped[Tenant] = relationship()
+
+
 class ApiToken(Base):
     __tablename__ = "api_tokens"
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -28,6 +28,7 @@ PAGES = {
     "jobs": "Jobs",
     "plan": "Plan",
     "reports": "Reports",
+    "budgets": "Budgets",
 }
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
@@ -169,6 +170,11 @@ def plan_page() -> Response | str:
 @bp.route("/ui/reports")
 def reports_page() -> Response | str:
     return _page("reports")
+
+
+@bp.route("/ui/budgets")
+def budgets_page() -> Response | str:
+    return _page("budgets")
 
 
 def _security_headers(resp: Response) -> Response:

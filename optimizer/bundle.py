@@ -40,7 +40,7 @@ def _key(job: Job) -> tuple:
     return (
         job.gpus, tuple(sorted(job.power_kw_per_gpu.items())), job.memory_gb_per_gpu, job.allowed_regions,
         job.allowed_hardware, tuple(sorted(job.duration_slots)), job.home_region, job.preferred_hardware,
-        job.priority,
+        job.priority, job.tenant,  # a bundle is one tenant's: fair share and budgets count per tenant
     )
 
 

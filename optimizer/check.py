@@ -11,6 +11,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from optimizer.check_tenants import TenantShare, check_tenants
 from optimizer.plan import Assignment, Chunk, Plan
 from optimizer.problem import HardwareType, Job, ObjectiveKind, Problem, Region
 
@@ -29,6 +30,10 @@ class CheckReport:
         Recomputed totals [currency], [kgCO2eq], [kWh], [objective units].
     estimates : tuple of str
         Totals that count 0 for slots without a price or carbon intensity the objective does not need.
+    tenants : tuple of TenantShare
+        Per tenant: work requested, planned and its fair share [GPU-h], and what it spends (``optimizer.check_tenants``).
+    unfair : tuple of str
+        Tenants below their fair share beyond one job (violations only with ``strict_fairness``).
     """
 
     violations: tuple[str, ...]
@@ -38,6 +43,8 @@ class CheckReport:
     energy_kwh: float
     objective: float
     estimates: tuple[str, ...] = ()
+    tenants: tuple[TenantShare, ...] = ()
+    unfair: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -81,7 +88,9 @@ class _Tally:
         self.hardware = {h.name: h for h in self.problem.hardware}
 
 
-def check_plan(problem: Problem, plan: Plan, *, allow_late: bool = False, tol: float = 1e-6) -> CheckReport:
+def check_plan(
+    problem: Problem, plan: Plan, *, allow_late: bool = False, tol: float = 1e-6, strict_fairness: bool = False
+) -> CheckReport:
     """Verify ``plan`` against ``problem``.
 
     Parameters
@@ -95,6 +104,8 @@ def check_plan(problem: Problem, plan: Plan, *, allow_late: bool = False, tol: f
         ``late_jobs``.
     tol : float
         Absolute tolerance on power [kW] and relative tolerance on recomputed figures.
+    strict_fairness : bool
+        Count a tenant below its fair share (beyond one of its jobs) as a violation; tenant budgets always are.
 
     Returns
     -------
@@ -130,7 +141,12 @@ def check_plan(problem: Problem, plan: Plan, *, allow_late: bool = False, tol: f
         )
         if n
     )
-    return CheckReport(tuple(bad), tuple(late), tally.cost, tally.carbon_kg, tally.energy_kwh, objective, estimates)
+    shares, unfair = check_tenants(problem, plan, bad, tol)
+    if strict_fairness:
+        bad.extend(unfair)
+    return CheckReport(
+        tuple(bad), tuple(late), tally.cost, tally.carbon_kg, tally.energy_kwh, objective, estimates, shares, unfair
+    )
 
 
 def _check_coverage(problem: Problem, plan: Plan, bad: list[str]) -> None:

@@ -20,6 +20,8 @@ class UnplannedReason(StrEnum):
     POWER_BUDGET_TOO_LOW = "power_budget_too_low"
     INVALID_PRICES = "invalid_prices"  # NaN price or carbon intensity over every possible run
     CAPACITY = "capacity"  # feasible alone, but no room left beside the other jobs
+    QUOTA = "quota"  # its tenant's GPU-hours or GPUs-at-once quota does not cover it (detail: what is short)
+    BUDGET = "budget"  # its tenant's remaining cost, energy or carbon budget does not cover it (detail: amount short)
     NOT_SOLVED = "not_solved"  # the solver stopped before finding a plan
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from optimizer.tenancy import Fairness, TenantPolicy
+
 
 class ObjectiveKind(StrEnum):
     """What the planner minimises."""
@@ -177,6 +179,9 @@ class Job:
         ``min_chunk_slots`` long (a single run may be shorter) and the run time is ``duration +
         checkpoint_overhead_slots * (chunks - 1)``. The default, 2, is what the planner's model places (one run,
         or two chunks); a larger value lets plans from elsewhere use more, and the planner's bound covers it.
+    tenant : str
+        The tenant that owns the job (``""``: none). With several tenants, ``priority`` only orders a tenant's own
+        jobs and capacity is shared by ``Problem.tenants`` weights (``optimizer.fairness``).
     """
 
     job_id: str
@@ -195,6 +200,7 @@ class Job:
     min_chunk_slots: int = 1
     checkpoint_overhead_slots: int = 0
     max_chunks: int = 2
+    tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +225,10 @@ class Problem:
         Units of ``currency`` per unit of each region currency (missing = 1 for ``currency``).
     cost_scale : int
         Integer units per unit of objective used in the CP-SAT model (e.g. 1000 = milli-currency or grams).
+    tenants : tuple of TenantPolicy
+        Weights and remaining budgets per tenant (a tenant of a job not listed weighs 1 and has no budget).
+    fairness : Fairness
+        How capacity is shared between tenants.
     """
 
     start: datetime
@@ -231,6 +241,8 @@ class Problem:
     currency: str = "EUR"
     fx_rates: Mapping[str, float] = field(default_factory=dict)
     cost_scale: int = 1000
+    tenants: tuple[TenantPolicy, ...] = ()
+    fairness: Fairness = field(default_factory=Fairness)
 
     def __post_init__(self) -> None:
         if self.start.tzinfo is None or self.start.utcoffset() != timedelta(0):
@@ -265,6 +277,16 @@ class Problem:
             raise ValueError("Problem.jobs: job_id values must be unique")
         if self.cost_scale <= 0:
             raise ValueError("Problem.cost_scale must be a positive integer")
+        tenant_names = [t.name for t in self.tenants]
+        if len(set(tenant_names)) != len(tenant_names):
+            raise ValueError(f"Problem.tenants: duplicate tenant names in {tenant_names}")
+
+    def tenant_policy(self, name: str) -> TenantPolicy:
+        """The policy of tenant ``name`` (weight 1, no budget when not listed)."""
+        for t in self.tenants:
+            if t.name == name:
+                return t
+        return TenantPolicy(name)
 
     @property
     def slot_hours(self) -> float:

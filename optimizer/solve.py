@@ -42,6 +42,7 @@ import time
 
 import numpy as np
 
+from optimizer import fairness
 from optimizer import phases_bound as bound_phases
 from optimizer import phases_search as search_phases
 from optimizer.assemble import assemble_plan, choice_of
@@ -107,6 +108,9 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
         A plan that satisfies every constraint, jobs left out with their reason, bound and gap.
     """
     params = params or SolveParams()
+    if fairness.applies(problem):
+        # tenants share capacity by weight and stay within budgets: a stage around this pipeline
+        return fairness.solve_fair(problem, params, solve_gridshift, name=name)
     t0 = time.perf_counter()
     kept = jobs_in_time(problem, params.time_limit_s)
     if kept is not None:

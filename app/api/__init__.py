@@ -67,11 +67,12 @@ def blueprints() -> list[Any]:
         plans,
         profiles,
         reports,
+        tenancy,
         tokens,
     )
 
     return [m.blp for m in (fleet, forecasts, health, jobs, market, overview, plans, plan_pages, profiles, reports,
-                            tokens)]
+                            tenancy, tokens)]
 
 
 def problem(

@@ -58,6 +58,12 @@ class ReportRowOut(Schema):
     expected_saving_cost = fields.Float(metadata=_planned("expected saving"))
     expected_saving_carbon_kg = fields.Float(metadata=_planned("expected CO2 saving"))
     expected_saving_pct = fields.Float(allow_none=True)
+    budget = fields.Dict(allow_none=True, metadata={
+        "description": "the tenant's budget_period and cost, energy and carbon budgets (null: no policy)"})
+    budget_period = fields.String(allow_none=True, metadata={"description": "month or quarter of the tenant's budgets"})
+    cost_budget = fields.Float(allow_none=True, metadata={"description": "the tenant's cost budget for the period"})
+    energy_budget_kwh = fields.Float(allow_none=True)
+    carbon_budget_kg = fields.Float(allow_none=True)
 
 
 class ReportOut(Schema):

@@ -11,8 +11,10 @@ from app.models import AuditEntry
 from app.services.auth import Principal
 
 #: Audited fleet changes that can make a plan wrong: GPUs, power budgets (demand-response windows), PUE, hardware,
-#: clusters.
-FLEET_ACTIONS = ("region.put", "region.budget_override", "inventory.put", "hardware.put", "cluster.put")
+#: clusters, and a tenant's fair-share weight, quotas or budgets.
+FLEET_ACTIONS = (
+    "region.put", "region.budget_override", "inventory.put", "hardware.put", "cluster.put", "tenant.policy_put",
+)
 
 
 def last_entry(session: Session) -> int:

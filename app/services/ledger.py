@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from app.db import utcnow
 from app.errors import FieldError, ValidationFailed
@@ -104,6 +105,7 @@ class ReportRow:
     expected_run_now_cost: float
     expected_saving_cost: float
     expected_saving_carbon_kg: float
+    budget: Mapping[str, Any] | None = None  # the tenant's budgets in this month's period (tenancy.budget_columns)
 
     @property
     def saving_pct(self) -> float | None:
@@ -182,7 +184,7 @@ def rate(fx_rates: Mapping[str, float], currency: str, target: str, configured: 
 
 
 def sum_row(month: str, tenant: str, region: str, currency: str, entries: Sequence[Entry],
-            contract_covers: bool = False) -> ReportRow:
+            contract_covers: bool = False, budget: Mapping[str, Any] | None = None) -> ReportRow:
     """Sums of ``entries``, settled and planned apart. ``contract_covers``: a contract of this row's tenant or of
     the fleet covers its region (market-based CO2)."""
     settled = [e for e in entries if e.settled]
@@ -204,5 +206,5 @@ def sum_row(month: str, tenant: str, region: str, currency: str, entries: Sequen
         planned_energy_kwh=total(planned, "energy_kwh"), planned_cost=total(planned, "cost"),
         planned_carbon_kg=total(planned, "carbon_kg"), expected_run_now_cost=total(planned, "run_now_cost"),
         expected_saving_cost=total(planned, "saving_cost"),
-        expected_saving_carbon_kg=total(planned, "saving_carbon_kg"),
+        expected_saving_carbon_kg=total(planned, "saving_carbon_kg"), budget=budget,
     )

@@ -52,6 +52,7 @@ from app.services.fleet import FleetSnapshot, lowest_budget_kw, snapshot
 from app.services.job_states import set_state
 from app.services.job_values import JobValues, minutes_to_slots
 from app.services.series import slot_values
+from app.services.tenancy import held_unplanned, planning_tenants, with_tenants
 from optimizer import (
     SOLVERS,
     Objective,
@@ -233,9 +234,12 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     phase("problem")
     audit_seen = last_entry(session)  # before the fleet is read: a fleet change after it re-plans (replan.fleet_changed)
     open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
-    values = {str(j.id): JobValues.from_row(j) for j in open_jobs}
+    # fair share, quotas and budgets per tenant (app.services.tenancy); jobs over the queue quota wait
+    tenants = planning_tenants(session, open_jobs, now=now, horizon_end=now + timedelta(hours=horizon_hours))
+    values = {str(j.id): JobValues.from_row(j) for j in open_jobs if j.id not in tenants.held}
     problem, fleet = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
                                    jobs=list(values.items()))
+    problem = with_tenants(problem, tenants)
     grid = grid_at(settings, now, horizon_hours)
     minutes = {jid: v.minutes_on(fleet) for jid, v in values.items()}
     # jobs shorter than a slot that can run one after another share it (optimizer.bundle)
@@ -292,7 +296,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
                 set_state(session, job, JobState.PLANNED, f"plan {record.id}", at=now)
             job.state_reason = None
             n_assigned += 1
-        unplanned = plan.unplanned
+        unplanned = (*plan.unplanned, *held_unplanned(tenants))
     else:
         unplanned = ()
     horizon_end = end

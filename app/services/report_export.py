@@ -14,6 +14,7 @@ from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
 from app.services.ledger import MonthlyReport, ReportRow
+from app.services.tenancy import BUDGET_COLUMNS
 
 # Settled (metered or estimated) work first, savings claimed on it alone; then planned work and its expected saving.
 CSV_COLUMNS = (
@@ -21,6 +22,7 @@ CSV_COLUMNS = (
     "carbon_kg", "carbon_market_kg", "run_now_cost", "run_now_carbon_kg", "saving_cost", "saving_carbon_kg",
     "saving_pct", "planned_jobs", "planned_energy_kwh", "planned_cost", "planned_carbon_kg", "expected_run_now_cost",
     "expected_saving_cost", "expected_saving_carbon_kg", "expected_saving_pct",
+    "budget_period", "cost_budget", "energy_budget_kwh", "carbon_budget_kg",
 )
 #: The last column: real, replayed or synthetic market data behind the figures (app.services.provenance).
 PROVENANCE_COLUMN = "market_data"
@@ -35,7 +37,8 @@ def _fmt(value: object) -> str:
 
 
 def row_values(row: ReportRow) -> list[object]:
-    return [getattr(row, c) for c in CSV_COLUMNS]
+    """The CSV values of a row; the tenant's budget columns empty where it has none."""
+    return [(row.budget or {}).get(c) if c in BUDGET_COLUMNS else getattr(row, c) for c in CSV_COLUMNS]
 
 
 def to_csv(report: MonthlyReport) -> str:

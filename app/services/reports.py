@@ -70,6 +70,7 @@ from app.services.ledger import (
 )
 from app.services.provenance import market_provenance
 from app.services.series import hourly_series, priced
+from app.services.tenancy import budget_columns
 
 __all__ = ["ESTIMATED", "METERED", "PLANNED", "Entry", "MonthlyReport", "ReportRow", "build_entries",
            "monthly_report", "receipt"]
@@ -415,10 +416,11 @@ def monthly_report(
     groups: dict[tuple[str, str], list[Entry]] = defaultdict(list)
     for e in entries:
         groups[(e.tenant, e.region)].append(e)
+    budgets = budget_columns(session)
     rows = tuple(
-        sum_row(label, t, r, currency, groups[(t, r)], (None, r) in covered or (t, r) in covered)
+        sum_row(label, t, r, currency, groups[(t, r)], (None, r) in covered or (t, r) in covered, budgets.get(t))
         for t, r in sorted(groups)
     )
-    total = sum_row(label, scope, "all", currency, entries)
+    total = sum_row(label, scope, "all", currency, entries, budget=budgets.get(scope))
     origin = market_provenance(session, start, end)
     return MonthlyReport(label, start, end, currency, scope, rows, total, now or utcnow(), origin.kind, origin.notice)

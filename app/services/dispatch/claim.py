@@ -23,6 +23,7 @@ from app.services.assignments import current_plan_id, next_chunk, running_interv
 from app.services.dispatch.failures import requeue_after_failure
 from app.services.dispatch.run_keys import new_run_key
 from app.services.job_states import set_state
+from app.services.tenancy import dispatch_hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,12 @@ def claim_due(
         if active is not None:
             # The job already runs (a re-plan reset its state): keep the job on the run's state, never a twin.
             job.state = JobState(active.state.value)
+            continue
+        hold = dispatch_hold(session, job, assignment, now=now)
+        if hold is not None:
+            # its tenant's quota or budget does not cover it now (runs metered since the plan used it up): it waits
+            set_state(session, job, JobState.PENDING, hold, at=now)
+            failed.append(job.id)
             continue
         run = _new_run(session, job, assignment, now=now, worker=worker, chunk_index=0 if assignment.chunks else None)
         if run is None:

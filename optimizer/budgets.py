@@ -1,0 +1,181 @@
+"""Tenant budgets on a plan: take out the jobs a tenant's remaining cost, energy or carbon budget does not cover.
+
+A plan's footprint per tenant is the sum of its assignments' ``cost`` [problem currency], ``energy_kwh`` [kWh],
+``carbon_kg`` [kgCO2eq] (location-based) and GPU-hours (GPUs x running hours; the GPU-hours quota). For a tenant over any of its budgets, its planned jobs are taken out lowest
+priority first (within the tenant; ties: the job that weighs most on the budgets it breaks) until every budget
+holds; then the jobs taken out are put back, best first, wherever they still fit (a small job may fit where a big
+one did not). Each job left out gets reason ``budget`` (``quota`` when only the GPU-hours quota is short) and, in its
+detail, the amount it is short.
+
+``fit_gpu_caps`` does the same for a tenant's GPUs-at-once quota per hardware type: while some slot holds more of
+the tenant's GPUs of a type than its cap, the lowest-priority job running in the most such slots is taken out
+(reason ``quota``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from optimizer.plan import Assignment, Plan, Unplanned, UnplannedReason
+from optimizer.problem import ObjectiveKind, Problem
+
+METRICS = ("cost", "energy_kwh", "carbon_kg", "gpu_hours")
+UNITS = {"cost": "", "energy_kwh": " kWh", "carbon_kg": " kg CO2e", "gpu_hours": " GPU-h"}
+
+
+def gpu_hours(problem: Problem, a: Assignment, gpus: int) -> float:
+    """GPUs times the hours assignment ``a`` runs [GPU-h]."""
+    return gpus * sum(c.length_slots for c in a.chunks) * problem.slot_hours
+
+
+def _footprints(problem: Problem, assignments: Iterable[Assignment]) -> dict[str, dict[str, float]]:
+    gpus = {j.job_id: j.gpus for j in problem.jobs}
+    return {
+        a.job_id: {
+            "cost": a.cost,
+            "energy_kwh": a.energy_kwh,
+            "carbon_kg": a.carbon_kg,
+            "gpu_hours": gpu_hours(problem, a, gpus[a.job_id]),
+        }
+        for a in assignments
+    }
+
+
+def totals_plan(problem: Problem, assignments: Iterable[Assignment]) -> tuple[float, float, float, float]:
+    """Cost [currency], carbon [kg], energy [kWh] and objective of ``assignments``."""
+    items = list(assignments)
+    cost = sum(a.cost for a in items)
+    carbon = sum(a.carbon_kg for a in items)
+    energy = sum(a.energy_kwh for a in items)
+    kind = problem.objective.kind
+    if kind is ObjectiveKind.COST:
+        objective = cost
+    elif kind is ObjectiveKind.WEIGHTED:
+        objective = cost + problem.objective.carbon_price_per_tonne * carbon / 1000.0
+    else:
+        objective = carbon
+    return cost, carbon, energy, objective
+
+
+def _fits(used: Mapping[str, float], extra: Mapping[str, float], budgets: Mapping[str, float]) -> bool:
+    return all(used[m] + extra[m] <= b * (1 + 1e-9) + 1e-9 for m, b in budgets.items())
+
+
+def _short(used: Mapping[str, float], extra: Mapping[str, float], budgets: Mapping[str, float], currency: str) -> str:
+    """What the job lacks: per budget it breaks, how far used + the job goes past what is left."""
+    parts = []
+    for m, b in budgets.items():
+        over = used[m] + extra[m] - b
+        if over > 1e-9:
+            unit = f" {currency}" if m == "cost" else UNITS[m]
+            parts.append(f"{m} short {over:.3f}{unit} (remaining {max(0.0, b - used[m]):.3f}{unit})")
+    return "; ".join(parts) or "budget"
+
+
+def fit_budgets(
+    problem: Problem, plan: Plan, levels: Mapping[str, int], *, already: Sequence[Unplanned] = ()
+) -> tuple[Plan, list[Unplanned]]:
+    """``plan`` within every tenant's budgets, and the jobs taken out for it (``already`` ones first).
+
+    Returns ``plan`` itself when every budget already holds.
+    """
+    tenant = {j.job_id: j.tenant for j in problem.jobs}
+    fp = _footprints(problem, plan.assignments)
+    by_tenant: dict[str, list[Assignment]] = defaultdict(list)
+    for a in plan.assignments:
+        by_tenant[tenant[a.job_id]].append(a)
+    out: list[Unplanned] = list(already)
+    keep: list[Assignment] = []
+    changed = False
+    for t, items in by_tenant.items():
+        budgets = problem.tenant_policy(t).budgets()
+        used = {m: sum(fp[a.job_id][m] for a in items) for m in METRICS}
+        if all(used[m] <= b * (1 + 1e-9) + 1e-9 for m, b in budgets.items()):
+            keep.extend(items)
+            continue
+        changed = True
+        over = {m: b for m, b in budgets.items() if used[m] > b}
+
+        def weight(a: Assignment, over: Mapping[str, float] = over) -> float:
+            return sum(fp[a.job_id][m] / max(b, 1e-9) for m, b in over.items())
+
+        # take out, lowest priority first (heaviest on the broken budgets among equals), until the budgets hold
+        order = sorted(items, key=lambda a: (levels[a.job_id], -weight(a)))
+        kept, taken = list(items), []
+        for a in order:
+            if all(used[m] <= b * (1 + 1e-9) + 1e-9 for m, b in budgets.items()):
+                break
+            kept.remove(a)
+            taken.append(a)
+            used = {m: used[m] - fp[a.job_id][m] for m in METRICS}
+        # put back, best first, what still fits
+        for a in sorted(taken, key=lambda a: (-levels[a.job_id], weight(a))):
+            if _fits(used, fp[a.job_id], budgets):
+                kept.append(a)
+                used = {m: used[m] + fp[a.job_id][m] for m in METRICS}
+            else:
+                detail = _short(used, fp[a.job_id], budgets, problem.currency)
+                short = {m for m, b in budgets.items() if used[m] + fp[a.job_id][m] > b * (1 + 1e-9) + 1e-9}
+                why = UnplannedReason.QUOTA if short == {"gpu_hours"} else UnplannedReason.BUDGET
+                out.append(Unplanned(a.job_id, why, f"tenant {t!r}: {detail}"))
+        keep.extend(kept)
+    if not changed:
+        return plan, out
+    return _trimmed(problem, plan, keep), out
+
+
+def _trimmed(problem: Problem, plan: Plan, keep: list[Assignment]) -> Plan:
+    """``plan`` with only the assignments ``keep``, its totals recomputed and no bound (it plans other jobs)."""
+    order_of = {a.job_id: k for k, a in enumerate(plan.assignments)}
+    keep.sort(key=lambda a: order_of[a.job_id])
+    cost, carbon, energy, objective = totals_plan(problem, keep)
+    return dataclasses.replace(
+        plan,
+        assignments=tuple(keep),
+        objective=objective,
+        cost=cost,
+        carbon_kg=carbon,
+        energy_kwh=energy,
+        best_bound=None,
+        gap_pct=None,
+        penalised_bound=None,
+    )
+
+
+def fit_gpu_caps(problem: Problem, plan: Plan, levels: Mapping[str, int]) -> tuple[Plan, list[Unplanned]]:
+    """``plan`` within every tenant's GPUs-at-once quota per hardware type, and the jobs taken out for it."""
+    caps = {t.name: t.max_gpus for t in problem.tenants if t.max_gpus}
+    if not caps:
+        return plan, []
+    job = {j.job_id: j for j in problem.jobs}
+    keep = list(plan.assignments)
+    out: list[Unplanned] = []
+    for t, per_hw in caps.items():
+        for hw, cap in per_hw.items():
+            mine = [a for a in keep if job[a.job_id].tenant == t and a.hardware == hw]
+            while True:
+                use: dict[int, int] = defaultdict(int)
+                for a in mine:
+                    for c in a.chunks:
+                        for k in range(c.start_slot, c.end_slot):
+                            use[k] += job[a.job_id].gpus
+                over = {k for k, n in use.items() if n > cap}
+                if not over:
+                    break
+
+                def hits(a: Assignment, over: set[int] = over) -> int:
+                    return sum(1 for c in a.chunks for k in range(c.start_slot, c.end_slot) if k in over)
+
+                worst = min((a for a in mine if hits(a)), key=lambda a: (levels[a.job_id], -hits(a)))
+                mine.remove(worst)
+                keep.remove(worst)
+                peak = max(use.values())
+                out.append(Unplanned(worst.job_id, UnplannedReason.QUOTA,
+                                     f"tenant {t!r}: {peak} {hw} GPUs at once planned, quota {cap}"))
+    if not out:
+        return plan, []
+    return _trimmed(problem, plan, keep), out
+
+

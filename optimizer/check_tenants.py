@@ -1,0 +1,142 @@
+"""Independent check of a plan's tenant figures: budgets (hard) and the fair-share floor (reported).
+
+Like ``optimizer.check`` it shares no code with the planner (``optimizer.fairness``, ``optimizer.budgets``): the
+work of a job, the water-filling and the budget sums are written again here as plain loops, so that a bug there
+cannot hide itself.
+
+The floor: with ``W`` the work the plan places [GPU-h] (a job's work is its GPUs times its shortest run time over the
+hardware it may use), tenant ``t``'s fair share is ``min(demand_t, lam * weight_t)`` with the water level ``lam``
+making the shares add up to ``W``; demand counts the tenant's jobs planned or left out for capacity. A tenant
+*falls short* when it plans less than its fair share minus the biggest of its own jobs left out for capacity.
+A shortfall is not always the planner's fault (a tenant's own residency, hardware or deadlines may keep its jobs
+out of the capacity the others use), so it is listed in ``CheckReport.unfair`` and becomes a violation only under
+``check_plan(strict_fairness=True)``; a budget overrun is always a violation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optimizer.plan import Plan, UnplannedReason
+from optimizer.problem import Job, Problem
+
+
+@dataclass(frozen=True, slots=True)
+class TenantShare:
+    """One tenant's figures in a plan.
+
+    Parameters
+    ----------
+    tenant : str
+        The tenant (``""``: jobs without one).
+    weight : float
+        Its weight [-].
+    requested_gpu_h, planned_gpu_h, fair_gpu_h : float
+        Work asked for (planned or left out for capacity), planned, and its fair share of what the plan places [GPU-h].
+    cost, energy_kwh, carbon_kg : float
+        What its planned jobs spend [problem currency], [kWh], [kgCO2eq].
+    short_gpu_h : float
+        How far it falls below its fair share, beyond one of its own jobs [GPU-h] (0 when served).
+    """
+
+    tenant: str
+    weight: float
+    requested_gpu_h: float
+    planned_gpu_h: float
+    fair_gpu_h: float
+    cost: float
+    energy_kwh: float
+    carbon_kg: float
+    short_gpu_h: float
+
+
+def _work(problem: Problem, job: Job) -> float:
+    """GPUs times the shortest run time over the hardware the job may use [GPU-h]."""
+    best = None
+    for hw, d in job.duration_slots.items():
+        if d > 0 and (job.allowed_hardware is None or hw in job.allowed_hardware):
+            best = d if best is None else min(best, d)
+    return 0.0 if best is None or job.gpus <= 0 else job.gpus * best * problem.slot_minutes / 60.0
+
+
+def _fair(total: float, weights: dict[str, float], demand: dict[str, float]) -> dict[str, float]:
+    """Weighted max-min shares by bisection on the water level (no shared code with the planner's water-filling)."""
+    if sum(demand.values()) <= total:
+        return dict(demand)
+    lo, hi = 0.0, max((demand[t] / weights[t] for t in demand), default=0.0)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if sum(min(demand[t], mid * weights[t]) for t in demand) < total:
+            lo = mid
+        else:
+            hi = mid
+    return {t: min(demand[t], hi * weights[t]) for t in demand}
+
+
+def check_tenants(problem: Problem, plan: Plan, bad: list[str], tol: float) -> tuple[tuple[TenantShare, ...], tuple[str, ...]]:
+    """Tenant figures of ``plan``; budget overruns appended to ``bad``; returns the shares and the shortfalls."""
+    tenant_of = {j.job_id: j.tenant for j in problem.jobs}
+    work = {j.job_id: _work(problem, j) for j in problem.jobs}
+    names = sorted(set(tenant_of.values()))
+    demand = dict.fromkeys(names, 0.0)
+    planned = dict.fromkeys(names, 0.0)
+    slack = dict.fromkeys(names, 0.0)
+    spend = {t: {"cost": 0.0, "energy_kwh": 0.0, "carbon_kg": 0.0, "gpu_hours": 0.0} for t in names}
+    gpus_of = {j.job_id: j.gpus for j in problem.jobs}
+    at_once: dict[tuple[str, str, int], int] = {}
+    for a in plan.assignments:
+        t = tenant_of.get(a.job_id)
+        if t is None:
+            continue  # an unknown job: check_plan reports it
+        for c in a.chunks:
+            for k in range(c.start_slot, c.end_slot):
+                key = (t, a.hardware, k)
+                at_once[key] = at_once.get(key, 0) + gpus_of[a.job_id]
+        spend[t]["gpu_hours"] += gpus_of[a.job_id] * sum(c.end_slot - c.start_slot for c in a.chunks) * (
+            problem.slot_minutes / 60.0
+        )
+        w = work[a.job_id]
+        demand[t] += w
+        planned[t] += w
+        spend[t]["cost"] += a.cost
+        spend[t]["energy_kwh"] += a.energy_kwh
+        spend[t]["carbon_kg"] += a.carbon_kg
+    for u in plan.unplanned:
+        t = tenant_of.get(u.job_id)
+        if t is not None and u.reason is UnplannedReason.CAPACITY:
+            w = work[u.job_id]
+            demand[t] += w
+            slack[t] = max(slack[t], w)
+    for t in names:
+        policy = problem.tenant_policy(t)
+        for metric, limit in (
+            ("cost", policy.cost_budget),
+            ("energy_kwh", policy.energy_budget_kwh),
+            ("carbon_kg", policy.carbon_budget_kg),
+            ("gpu_hours", policy.gpu_hours_budget),
+        ):
+            if limit is not None and spend[t][metric] > limit * (1 + tol) + tol:
+                bad.append(f"tenant {t!r}: plan {metric} {spend[t][metric]:.4f} exceeds its remaining budget {limit}")
+    for (t, hw, k), n in sorted(at_once.items()):
+        cap = problem.tenant_policy(t).max_gpus.get(hw)
+        if cap is not None and n > cap:
+            bad.append(f"tenant {t!r}: {n} {hw} GPUs at once in slot {k}, quota {cap}")
+    weights = {t: problem.tenant_policy(t).weight for t in names}
+    fair = _fair(sum(planned.values()), weights, demand)
+    shares, unfair = [], []
+    for t in names:
+        short = 0.0
+        if problem.fairness.enabled and len(names) > 1:
+            short = max(0.0, fair[t] - slack[t] - planned[t])
+        if short > 1e-6 * max(1.0, fair[t]):
+            unfair.append(
+                f"tenant {t!r}: planned {planned[t]:.3f} GPU-h, below its fair share {fair[t]:.3f} "
+                f"by {short:.3f} beyond its biggest job left out ({slack[t]:.3f})"
+            )
+        else:
+            short = 0.0
+        s = spend[t]
+        shares.append(
+            TenantShare(t, weights[t], demand[t], planned[t], fair[t], s["cost"], s["energy_kwh"], s["carbon_kg"], short)
+        )
+    return tuple(shares), tuple(unfair)

@@ -1,0 +1,408 @@
+"""Fair share between tenants: weighted max-min fairness of requested GPU-hours planned, then budgets.
+
+Definition (``docs/fairness.md`` says why this one). A job's *work* is its GPU-hours on the fastest hardware type
+it may use (``gpus * min duration * slot hours``), so it does not depend on where the plan puts it. A tenant's
+*demand* is the work of its jobs that could run at all (planned, or left out for capacity). When a plan places
+``W`` GPU-hours of work, the *fair share* of tenant ``t`` is its weighted max-min share of ``W``: the water level
+``lam`` with ``sum_t min(demand_t, lam * weight_t) = W``, and ``fair_t = min(demand_t, lam * weight_t)``. A tenant
+asking less than its weighted share gets all it asks; the rest is shared among the others by weight. A plan is
+fair when every tenant plans at least its fair share less one of its own jobs left out (jobs are indivisible).
+
+How the planner gets there, as a stage around the pipeline (``solve_fair``, called by ``solve_gridshift``):
+
+1. **Capacity.** A tenant-blind plan in which every GPU-hour is worth the same (``Fairness.blind_share`` of the
+   time) measures how much work the fleet holds, ``C``. When that plan is already fair (every tenant within one
+   job of its share), it is the plan (re-solved with the time left, the better one kept).
+2. **Trim and fill.** Otherwise the blind plan loses the last jobs (by the tenant's own priority) of every tenant
+   over its fair share, down to the share, and every job not in it is planned on what is left (the layered
+   priorities below put the short tenants' jobs first): the blind plan's packing is kept, its margin shared.
+3. **Layers.** Then each tenant's jobs, in its own priority order (``priority`` never compares across tenants),
+   fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
+   ``LAYERS[k] x C``. The inner problem's priorities make the pipeline's left-out penalty of a job proportional to
+   its GPU-hours times ``RATIO ** (layers after its own)``, so the pipeline gives up last-layer work first (spread
+   over the tenants by the layers) and among plans of the same work minimises the cost or carbon objective as
+   usual. The layers up to ``C`` are planned first, the rest on what they leave (``optimizer.residual``).
+4. **Repair.** Shares are measured again on the plan; a tenant still short is lifted one layer and the plan
+   re-solved while time is left. The plan kept has the least loss: GPU-hours tenants lack of their fair shares plus
+   GPU-hours planned less than the most any plan placed (then the lowest objective).
+5. **Budgets.** ``optimizer.budgets`` takes out a tenant's jobs that its remaining budgets do not cover (lowest
+   priority first; reason ``budget`` with the amount short); when any were taken out and time is left, the plan is
+   re-solved without them so the freed capacity goes to others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+
+from optimizer.budgets import fit_budgets, fit_gpu_caps, totals_plan
+from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
+from optimizer.problem import Job, Problem, SolveParams
+from optimizer.residual import merge_plans, residual_problem
+from optimizer.tenancy import Fairness
+
+Inner = Callable[..., Plan]
+
+#: Progressive filling in layers: layer ``k`` admits each tenant's jobs up to its weighted max-min share of
+#: ``LAYERS[k]`` times the work a greedy placement fits (the plan usually fits more); the rest is the last layer.
+LAYERS = (0.6, 0.85, 1.0, 1.1, 1.25, 1.5)
+#: Value of a GPU-hour of one layer against the next: the pipeline leaves out a later layer's work before an earlier
+#: one's unless it places over ``RATIO`` times as much, so a shortage falls on the last layers, spread over tenants.
+RATIO = 2
+#: The last layer planned in the first of the two passes (``LAYERS[ADMIT_LAYER]`` is 1.0: the measured capacity).
+ADMIT_LAYER = 2
+LEVELS = 99
+#: Smallest priority handed to the pipeline (its resolution: priorities are integers).
+MIN_PRIORITY = 4
+#: Shortfall [GPU-h] below which a tenant counts as served (rounding).
+EPS = 1e-6
+#: Total shortfall, as a share of the work planned, below which plans compare on work and objective alone.
+SHORT_TOL = 0.005
+
+
+def applies(problem: Problem) -> bool:
+    """Whether ``problem`` needs the tenant stage: fairness on and jobs of two tenants or more, or a budget set."""
+    if any(t.budgets() or t.max_gpus for t in problem.tenants):
+        return True
+    return problem.fairness.enabled and len({j.tenant for j in problem.jobs}) > 1
+
+
+def job_gpu_hours(problem: Problem, job: Job) -> float:
+    """Work of ``job``: GPUs times its shortest run time over the hardware it may use [GPU-h] (0 when none)."""
+    durations = [
+        d
+        for hw, d in job.duration_slots.items()
+        if d > 0 and (job.allowed_hardware is None or hw in job.allowed_hardware)
+    ]
+    return job.gpus * min(durations) * problem.slot_hours if durations and job.gpus > 0 else 0.0
+
+
+def water_fill(capacity: float, weights: Mapping[str, float], demands: Mapping[str, float]) -> dict[str, float]:
+    """Weighted max-min shares of ``capacity`` [GPU-h]: ``min(demand, lam * weight)`` summing to ``capacity`` (or
+    every demand, when they fit)."""
+    share = {t: 0.0 for t in demands}
+    open_ = {t for t, d in demands.items() if d > EPS}
+    left = max(0.0, capacity)
+    while open_ and left > EPS:
+        total_w = sum(weights[t] for t in open_)
+        lam = left / total_w
+        capped = {t for t in open_ if demands[t] - share[t] <= lam * weights[t] + EPS}
+        if not capped:
+            for t in open_:
+                share[t] += lam * weights[t]
+            break
+        for t in capped:
+            left -= demands[t] - share[t]
+            share[t] = demands[t]
+        open_ -= capped
+    return share
+
+
+def tenant_levels(problem: Problem) -> dict[str, int]:
+    """Each job's level ``0..LEVELS`` within its tenant, from its priority's rank among that tenant's priorities (so
+    a tenant's priority 1000 means no more than another tenant's 10)."""
+    by_tenant: dict[str, set[int]] = defaultdict(set)
+    for j in problem.jobs:
+        by_tenant[j.tenant].add(j.priority)
+    rank = {t: {p: k for k, p in enumerate(sorted(ps))} for t, ps in by_tenant.items()}
+    out: dict[str, int] = {}
+    for j in problem.jobs:
+        n = len(by_tenant[j.tenant])
+        out[j.job_id] = 0 if n == 1 else round(LEVELS * rank[j.tenant][j.priority] / (n - 1))
+    return out
+
+
+@dataclasses.dataclass(slots=True)
+class _Shares:
+    """Demand, targets and planned work per tenant of one plan [GPU-h]."""
+
+    demand: dict[str, float]
+    planned: dict[str, float]
+    fair: dict[str, float]
+    slack: dict[str, float]  # the biggest job the tenant has left out (granularity)
+
+    def shortfall(self, tenant: str) -> float:
+        return max(0.0, self.fair[tenant] - self.slack[tenant] - self.planned[tenant])
+
+    @property
+    def total_short(self) -> float:
+        """GPU-hours tenants lack of their fair shares, beyond one job each (the checker's floor)."""
+        return sum(self.shortfall(t) for t in self.fair)
+
+    @property
+    def exact_short(self) -> float:
+        """GPU-hours tenants lack of their fair shares, whole (what the planner minimises)."""
+        return sum(max(0.0, self.fair[t] - self.planned[t]) for t in self.fair)
+
+
+def measure(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str]) -> _Shares:
+    """Shares of ``plan``: demand counts jobs planned or left out for capacity."""
+    weights = {t: problem.tenant_policy(t).weight for t in set(tenant.values())}
+    demand = dict.fromkeys(weights, 0.0)
+    planned = dict.fromkeys(weights, 0.0)
+    slack = dict.fromkeys(weights, 0.0)
+    for a in plan.assignments:
+        demand[tenant[a.job_id]] += work[a.job_id]
+        planned[tenant[a.job_id]] += work[a.job_id]
+    for u in plan.unplanned:
+        if u.reason is UnplannedReason.CAPACITY:
+            t = tenant[u.job_id]
+            demand[t] += work[u.job_id]
+            slack[t] = max(slack[t], work[u.job_id])
+    fair = water_fill(sum(planned.values()), weights, demand)
+    return _Shares(demand, planned, fair, slack)
+
+
+def _inner_problem(problem: Problem, priority: Mapping[str, int], drop: set[str]) -> Problem:
+    """``problem`` with the tiered priorities, without the jobs in ``drop``, the tenant stage off."""
+    jobs = tuple(dataclasses.replace(j, priority=priority[j.job_id]) for j in problem.jobs if j.job_id not in drop)
+    return dataclasses.replace(problem, jobs=jobs, tenants=(), fairness=Fairness(enabled=False))
+
+
+def _value_per_penalty(problem: Problem, job: Job, work: float) -> float:
+    """Work per unit of the pipeline's left-out penalty [GPU-h / (kW slot)]: the pipeline charges a job left out its
+    priority times GPUs x the largest power x run time over its hardware (``tables._penalty``), so a priority times
+    this value makes the charge proportional to the job's GPU-hours."""
+    energy = max(
+        (problem.job_power_kw_per_gpu(job, hw) * (d + job.checkpoint_overhead_slots)
+         for hw, d in job.duration_slots.items()
+         if d > 0 and (job.allowed_hardware is None or hw in job.allowed_hardware)),
+        default=0.0,
+    )
+    return work / (job.gpus * energy) if energy > 0 and job.gpus > 0 else 0.0
+
+
+def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], plannable: set[str],
+                work: Mapping[str, float], levels: Mapping[str, int], admitted: set[str] | None = None) -> dict[str, int]:
+    """Priorities of the inner problem: per tenant, its jobs best first fill the layers of ``LAYERS`` (a job joins
+    the first layer whose share its tenant's work so far plus half of it fits in); a GPU-hour of layer ``k`` is worth
+    ``RATIO`` GPU-hours of layer ``k + 1``; a tenant's ``boost`` lifts all of its layers by that many. ``admitted``,
+    when given, receives the jobs of the layers up to ``LAYERS[ADMIT_LAYER]`` (the capacity measured)."""
+    admitted = set() if admitted is None else admitted
+    weights = {t: problem.tenant_policy(t).weight for t in set(j.tenant for j in problem.jobs)}
+    demand: dict[str, float] = defaultdict(float)
+    for j in problem.jobs:
+        if j.job_id in plannable:
+            demand[j.tenant] += work[j.job_id]
+    targets = [water_fill(f * capacity, weights, {t: demand.get(t, 0.0) for t in weights}) for f in LAYERS]
+    value = {j.job_id: _value_per_penalty(problem, j, work[j.job_id]) for j in problem.jobs}
+    known = sorted(v for v in value.values() if v > 0)
+    if not known:
+        return dict.fromkeys(value, 1)
+    mid = known[len(known) // 2]
+    covered: dict[str, float] = defaultdict(float)
+    out: dict[str, int] = {}
+    for j in sorted(problem.jobs, key=lambda j: (-levels[j.job_id], work[j.job_id])):
+        t, w = j.tenant, work[j.job_id]
+        layer = len(LAYERS)
+        if j.job_id in plannable:
+            layer = next((k for k, tg in enumerate(targets) if covered[t] + 0.5 * w <= tg[t] + EPS), layer)
+            covered[t] += w
+        # per GPU-hour, clamped to a 16-fold spread around the median job, so the integers stay small
+        v = min(max(value[j.job_id], mid / 4), mid * 4) / (mid / 4)
+        lift = RATIO ** (len(LAYERS) - layer + (boost.get(t, 0) if layer < len(LAYERS) else 0))
+        out[j.job_id] = max(1, round(MIN_PRIORITY * lift * v))
+        if layer <= ADMIT_LAYER:
+            admitted.add(j.job_id)
+    return out
+
+
+def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, name: str = "gridshift") -> Plan:
+    """Plan ``problem`` fairly between its tenants and within their budgets with the solver ``inner``.
+
+    Parameters
+    ----------
+    problem : Problem
+        A problem with tenants (``Job.tenant``, ``Problem.tenants``).
+    params : SolveParams or None
+        The time limit covers every stage [s].
+    inner : callable
+        The tenant-blind planner, ``inner(problem, params, name=...) -> Plan``.
+    name : str
+        Solver name recorded in the plan.
+
+    Returns
+    -------
+    Plan
+        The fairest plan found within budgets; jobs its tenants' budgets do not cover left out with reason
+        ``budget``, the fair-share figures in ``stats.notes``.
+    """
+    params = params or SolveParams()
+    t0 = time.perf_counter()
+    work = {j.job_id: job_gpu_hours(problem, j) for j in problem.jobs}
+    tenant = {j.job_id: j.tenant for j in problem.jobs}
+    levels = tenant_levels(problem)
+    phases: dict[str, float] = {}
+
+    def left() -> float:
+        return params.time_limit_s - (time.perf_counter() - t0)
+
+    def run(priority: Mapping[str, int], drop: set[str], share: float, label: str) -> Plan:
+        t = time.perf_counter()
+        limit = max(0.05, share * left())
+        plan = inner(_inner_problem(problem, priority, drop), dataclasses.replace(params, time_limit_s=limit), name=name)
+        phases[label] = round(time.perf_counter() - t, 4)
+        return plan
+
+    def two_pass(priority: Mapping[str, int], admitted: set[str]) -> Plan:
+        """The admitted jobs first, then every other job on what they left."""
+        t = time.perf_counter()
+        first = run(priority, set(work) - admitted, 0.5, "fair_admitted")
+        placed = {a.job_id for a in first.assignments}
+        rest = residual_problem(_inner_problem(problem, priority, placed), first, problem)
+        limit = max(0.05, 0.8 * left())
+        second = inner(rest, dataclasses.replace(params, time_limit_s=limit), name=name)
+        phases["fair_rest"] = round(time.perf_counter() - t - phases["fair_admitted"], 4)
+        return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
+
+    def trim_and_fill(blind: Plan, got: _Shares, priority: Mapping[str, int]) -> Plan:
+        """The blind plan less the jobs of tenants over their fair share (lowest priority first, down to the share),
+        then every job not in it planned on what is left (the others' jobs first, by ``priority``)."""
+        t = time.perf_counter()
+        first = _trim(blind, got, work, tenant, levels)
+        kept = {a.job_id for a in first.assignments}
+        rest = residual_problem(_inner_problem(problem, priority, kept), first, problem)
+        second = inner(rest, dataclasses.replace(params, time_limit_s=max(0.05, 0.6 * left())), name=name)
+        phases["trim_fill"] = round(time.perf_counter() - t, 4)
+        return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
+
+    fair_on = problem.fairness.enabled
+    as_given = {j.job_id: j.priority for j in problem.jobs}
+    boost: dict[str, int] = defaultdict(int)
+    plannable: set[str] = set()
+    capacity = setup = 0.0
+    if not fair_on:
+        candidates = [run(as_given, set(), 0.8, "plan")]
+    else:
+        # the most work the fleet can place, every GPU-hour alike; where it is fair already, it is the plan
+        blind_priority = _priorities(problem, 0.0, {}, set(), work, levels)
+        blind = run(blind_priority, set(), problem.fairness.blind_share, "blind")
+        candidates = [blind]
+        # what one more solve costs whatever its limit (tables and greedy plan), so none starts that cannot finish
+        setup = sum(v for k, v in blind.stats.phases.items() if k in ("tables", "greedy"))
+        plannable = {a.job_id for a in blind.assignments} | {
+            u.job_id for u in blind.unplanned if u.reason is UnplannedReason.CAPACITY
+        }
+        got = measure(problem, blind, work, tenant)
+        capacity = sum(got.planned.values())
+        fair_already = blind_fair = got.exact_short <= SHORT_TOL * capacity
+        if not fair_already:
+            # the blind plan's packing kept, its margin shared: over-share tenants' last jobs make room for the others
+            candidates.append(trim_and_fill(blind, got, _priorities(problem, capacity, boost, plannable, work, levels)))
+            fair_already = measure(problem, candidates[-1], work, tenant).exact_short <= SHORT_TOL * capacity
+        for rnd in range(0 if fair_already else 3):
+            if rnd and left() < max(2.0 * setup, 0.15 * params.time_limit_s):
+                break  # the first layered plan is always made: an unfair plan is not an answer
+            admitted: set[str] = set()
+            layered = _priorities(problem, capacity, boost, plannable, work, levels, admitted)
+            if rnd == 0:
+                candidates.append(two_pass(layered, admitted))
+                continue
+            candidates.append(run(layered, set(), 0.7, f"fair_{rnd}"))
+            got = measure(problem, candidates[-1], work, tenant)
+            if got.exact_short <= SHORT_TOL * sum(got.planned.values()):
+                break
+            for t in got.fair:  # a tenant still short: its layers one step up
+                if got.fair[t] - got.planned[t] > EPS:
+                    boost[t] += 1
+        if blind_fair and left() > max(3.0 * setup, 0.3 * params.time_limit_s):
+            candidates.append(run(blind_priority, set(), 0.8, "blind_again"))
+    most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
+    best = min(candidates, key=lambda p: _rank(problem, p, work, tenant, most))
+    final, budget_out = _fit(problem, best, levels)
+    if budget_out and left() > max(2.0 * setup, 0.25 * params.time_limit_s):
+        # re-plan without the jobs the budgets do not cover: their capacity goes to the others
+        dropped = {u.job_id for u in budget_out}
+        again = run(_priorities(problem, capacity, boost, plannable - dropped, work, levels) if fair_on else as_given,
+                    dropped, 0.8, "budget_replan")
+        again_fit, again_out = _fit(problem, again, levels, already=budget_out)
+        most = max(most, sum(work[a.job_id] for a in again_fit.assignments))
+        if _rank(problem, again_fit, work, tenant, most) <= _rank(problem, final, work, tenant, most):
+            final, budget_out = again_fit, again_out
+    shares = measure(problem, final, work, tenant)
+    return _finish(problem, final, budget_out, shares, name, phases, time.perf_counter() - t0)
+
+
+def _trim(blind: Plan, got: _Shares, work: Mapping[str, float], tenant: Mapping[str, str],
+          levels: Mapping[str, int]) -> Plan:
+    """``blind`` less the last jobs (lowest priority in the tenant, biggest first) of every tenant over its fair share,
+    down to that share; its totals are left as they were (the plan only says what capacity stays taken)."""
+    planned = dict(got.planned)
+    removed: set[str] = set()
+    for a in sorted(blind.assignments, key=lambda a: (levels[a.job_id], -work[a.job_id])):
+        tn = tenant[a.job_id]
+        if planned[tn] - work[a.job_id] >= got.fair[tn] - EPS:
+            planned[tn] -= work[a.job_id]
+            removed.add(a.job_id)
+    return dataclasses.replace(blind, assignments=tuple(a for a in blind.assignments if a.job_id not in removed))
+
+
+def _fit(
+    problem: Problem, plan: Plan, levels: Mapping[str, int], already: Sequence[Unplanned] = ()
+) -> tuple[Plan, list[Unplanned]]:
+    """``plan`` within the GPUs-at-once quotas, then within the budgets; the jobs taken out (``already`` first)."""
+    capped, quota_out = fit_gpu_caps(problem, plan, levels)
+    fitted, budget_out = fit_budgets(problem, capped, levels, already=[*already, *quota_out])
+    return fitted, budget_out
+
+
+def _rank(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str], most: float) -> tuple:
+    """Order of plans: least loss, then lowest objective. The loss counts every GPU-hour a tenant lacks of its fair
+    share (beyond one job, shortfalls under 0.5 % of the work as none) and every GPU-hour planned less than ``most``,
+    the most any plan places: fairness is bought by moving work between tenants, not by planning less of it."""
+    if plan.status is PlanStatus.NO_SOLUTION:
+        return (float("inf"),)
+    shares = measure(problem, plan, work, tenant)
+    planned = sum(shares.planned.values())
+    short = shares.exact_short if shares.exact_short > SHORT_TOL * planned else 0.0
+    return (round(short + max(0.0, most - planned), 6), plan.objective)
+
+
+def _finish(problem: Problem, plan: Plan, budget_out: list[Unplanned], shares: _Shares, name: str,
+            phases: dict[str, float], wall_s: float) -> Plan:
+    """The plan in the original problem's terms: jobs left out for capacity beside a tenant at its share say so, and
+    the notes give every tenant's requested, planned and fair GPU-hours."""
+    notes = [
+        f"tenant {t or '-'}: requested {shares.demand[t]:.1f} GPU-h, planned {shares.planned[t]:.1f}, "
+        f"fair {shares.fair[t]:.1f}"
+        for t in sorted(shares.demand)
+    ]
+    budget_ids = {u.job_id for u in budget_out}
+    unplanned: list[Unplanned] = []
+    tenant = {j.job_id: j.tenant for j in problem.jobs}
+    for u in plan.unplanned:
+        if u.job_id in budget_ids:
+            continue
+        t = tenant.get(u.job_id, "")
+        if u.reason is UnplannedReason.CAPACITY and problem.fairness.enabled:
+            share = f"tenant {t!r} planned {shares.planned[t]:.1f} GPU-h, fair share {shares.fair[t]:.1f}"
+            u = dataclasses.replace(u, detail=f"{u.detail}; {share}" if u.detail else share)
+        unplanned.append(u)
+    unplanned.extend(budget_out)
+    cost, carbon, energy, objective = totals_plan(problem, plan.assignments)
+    stats = SolveStats(
+        wall_s=wall_s,
+        num_jobs=len(problem.jobs),
+        num_classes=plan.stats.num_classes,
+        num_options=plan.stats.num_options,
+        cp_status=plan.stats.cp_status,
+        phases={**phases, **{f"last.{k}": v for k, v in plan.stats.phases.items()}},
+        notes=tuple(notes) + plan.stats.notes,
+    )
+    status = plan.status if plan.status is not PlanStatus.OPTIMAL else PlanStatus.FEASIBLE
+    return Plan(
+        solver=name,
+        status=status,
+        assignments=plan.assignments,
+        unplanned=tuple(unplanned),
+        objective=objective,
+        best_bound=plan.best_bound,
+        gap_pct=plan.gap_pct,  # the last solve's gap on its own (tiered) objective; None for a plan of two passes
+        cost=cost,
+        carbon_kg=carbon,
+        energy_kwh=energy,
+        stats=stats,
+        penalised_bound=None,
+    )
