@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -52,12 +53,27 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes (a test's capture, a redirected stream)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def configure(settings: Settings) -> None:
     """Route the root logger through one handler in the configured format and level (idempotent)."""
     root = logging.getLogger()
     handler = next((h for h in root.handlers if h.get_name() == _HANDLER_NAME), None)
     if handler is None:
-        handler = logging.StreamHandler()
+        handler = StderrHandler()
         handler.set_name(_HANDLER_NAME)
         handler.addFilter(RequestIdFilter())
         root.addHandler(handler)
