@@ -36,6 +36,16 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+def _current_task_id() -> str | None:
+    """The id of the Celery task this process is running, if any."""
+    try:
+        from celery import current_task
+
+        return current_task.request.id if current_task else None
+    except Exception:  # no Celery here, or no task
+        return None
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: time (UTC, ISO 8601), level, logger, message, context ids, exception."""
 
@@ -48,6 +58,10 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, name, None)
             if value is not None:
                 out[name] = value
+        if "task_id" not in out:
+            task_id = _current_task_id()
+            if task_id:
+                out["task_id"] = task_id
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str)
@@ -83,6 +97,15 @@ def configure(settings: Settings) -> None:
         handler.setFormatter(logging.Formatter(
             "%(asctime)s %(levelname)s %(name)s [req=%(request_id)s] %(message)s"))
     root.setLevel(settings.log_level.upper())
+
+
+def apply_to_handlers(logger: logging.Logger, settings: Settings) -> None:
+    """In JSON mode, give ``logger``'s handlers (those Celery's worker and beat set up) the JSON format."""
+    if settings.log_format == "json":
+        for handler in logger.handlers:
+            handler.setFormatter(JsonFormatter())
+            if not any(isinstance(f, RequestIdFilter) for f in handler.filters):
+                handler.addFilter(RequestIdFilter())
 
 
 def init_app(app: Flask, settings: Settings) -> None:
