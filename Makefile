@@ -6,26 +6,52 @@ BIN := $(VENV)/bin
 SHARED_DATA ?= $(abspath ../shared/data)
 DEMO_DATA := $(if $(wildcard $(SHARED_DATA)/harmonized/DE_hourly.csv.gz),--data $(SHARED_DATA)/harmonized,)
 PYTEST_ARGS ?=
+HOST ?= 127.0.0.1
+PORT ?= 8000
 
-.PHONY: venv run seed test test-db lint typecheck bench-api bench-plan bench-forecast bench-dispatch bench-faults \
-        bench-load bench-profile bench-web bench-replay bench-slurm-submit bench-retention bench-bound screenshots \
+.PHONY: venv runtimes lock lock-upgrade lock-check run seed test test-db lint typecheck bench-api bench-plan bench-forecast bench-dispatch bench-faults \
+        bench-load bench-abuse bench-profile bench-web bench-replay bench-slurm-submit bench-retention bench-bound screenshots \
         test-connectors bench-api-faults compose-check clean
 
-$(BIN)/.installed: pyproject.toml
+UV_VERSION := 0.13.9
+UV := $(BIN)/uv
+UV_SYNC := UV_PROJECT_ENVIRONMENT=$(abspath $(VENV)) $(UV) sync --locked --inexact
+
+# The virtualenv is built from uv.lock only (the one resolution of every extra): two clones install the same
+# versions. uv itself is pinned here and installed into the venv by pip; nothing else comes from pip.
+$(UV):
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q 'uv==$(UV_VERSION)'
+
+LOCK_HINT := { echo "make: if uv.lock needs to be updated (pyproject.toml changed), run: make lock" >&2; exit 1; }
+
+$(BIN)/.installed: uv.lock pyproject.toml | $(UV)
+	$(UV_SYNC) --extra dev || $(LOCK_HINT)
 	touch $@
 
 venv: $(BIN)/.installed
+
+## The cluster runtimes' SDKs (Ray, Kubernetes) from the same lock; without them their tests skip, saying why.
+runtimes: venv
+	$(UV_SYNC) --extra dev --extra runtimes || $(LOCK_HINT)
+
+## uv.lock: `make lock` after editing pyproject.toml's dependencies (keeps every other pin),
+## `make lock-upgrade` to move every pin to the newest allowed release, `make lock-check` (CI) to fail when
+## pyproject.toml and uv.lock disagree.
+lock: $(UV)
+	$(UV) lock
+lock-upgrade: $(UV)
+	$(UV) lock --upgrade
+lock-check: $(UV)
+	$(UV) lock --check || $(LOCK_HINT)
 
 seed: venv
 	$(BIN)/gridshift db upgrade
 	$(BIN)/gridshift demo seed $(DEMO_DATA)
 
-## The embedded default: SQLite + SQLAlchemy broker under ./var, web on http://127.0.0.1:8000
+## The embedded default: SQLite + SQLAlchemy broker under ./var, web on http://$(HOST):$(PORT) (waitress)
 run: seed
-	$(BIN)/gridshift run --host 127.0.0.1 --port 8000
+	$(BIN)/gridshift run --host $(HOST) --port $(PORT)
 
 ## Whole suite; the database is SQLite unless GRIDSHIFT_TEST_DATABASE_URL names PostgreSQL.
 test: venv
@@ -64,6 +90,8 @@ bench-faults: venv
 	$(BIN)/python bench/faults.py
 bench-load: venv
 	$(BIN)/python bench/load_bench.py --json
+bench-abuse: venv
+	$(BIN)/python bench/abuse_bench.py --json
 bench-api-faults: venv
 	$(BIN)/python bench/api_faults.py --json
 bench-profile: venv
@@ -77,8 +105,10 @@ screenshots: venv
 test-connectors: venv
 	$(BIN)/pytest -q tests/connectors $(PYTEST_ARGS)
 
+## The compose file is valid with .env (cp .env.example .env), or with .env.example's placeholders on a clean clone.
+COMPOSE_ENV := $(if $(wildcard .env),.env,.env.example)
 compose-check:
-	docker-compose config -q
+	docker-compose --env-file $(COMPOSE_ENV) config -q
 
 clean:
 	rm -rf var .pytest_cache .ruff_cache .mypy_cache

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the cluster runtimes the connector tests start on loopback: Debian's Slurm (slurm-wlm, slurmrestd,
-# munge, the JWT plugin) and the `runtimes` extra (ray, kubernetes) into the virtualenv. Idempotent: packages
+# munge, the JWT plugin) and the `runtimes` extra (ray, kubernetes) from uv.lock into the virtualenv (`make runtimes`). Idempotent: packages
 # already present are not fetched again. Starts no daemon (the pytest fixtures in tests/runtimes do that).
 # Usage: .ci/runtimes.sh [VENV]   (VENV defaults to .venv next to this script's repository root)
 set -euo pipefail
@@ -29,5 +29,5 @@ fi
 if "$VENV/bin/python" -c "import ray, kubernetes" 2>/dev/null; then
   echo "runtimes.sh: ray and kubernetes already in $VENV"
 else
-  "$VENV/bin/pip" install --quiet -e "$ROOT[runtimes]"
+  make -C "$ROOT" runtimes VENV="$VENV"   # the runtimes extra from uv.lock
 fi

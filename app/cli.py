@@ -178,13 +178,15 @@ def demo_seed(data_dir: Path | None, seed: int, n_jobs: int) -> None:
 @main.command("web")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True)
-def web(host: str, port: int) -> None:
-    """Serve the API and dashboard (use gunicorn --preload 'app.wsgi:app' in production)."""
-    from werkzeug.serving import run_simple
+@click.option("--threads", default=8, show_default=True, help="request threads of the one process")
+def web(host: str, port: int, threads: int) -> None:
+    """Serve the API and dashboard through waitress (the compose stack runs gunicorn --preload 'app.wsgi:app')."""
+    from waitress import serve
 
     from app import create_app
 
-    run_simple(host, port, create_app(_settings()), threaded=True, use_reloader=False)
+    click.echo(f"serving http://{host}:{port} (waitress, {threads} threads)")
+    serve(create_app(_settings()), host=host, port=port, threads=threads, ident="gridshift")
 
 
 @main.command("worker", context_settings={"ignore_unknown_options": True})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -49,8 +50,17 @@ class Settings:
     max_batch_jobs: int = 10_000
     max_content_length: int = 32 * 1024 * 1024
     page_size_max: int = 500
+    log_max_bytes: int = 1024 * 1024  # most of a run's log one request returns [bytes]
     rate_limit: str = "600 per minute"
     rate_limit_storage_url: str = "memory://"
+    # proxies whose X-Forwarded-For is believed (addresses or CIDR networks, e.g. "172.28.0.10,10.0.0.0/8")
+    trusted_proxies: tuple[str, ...] = ()
+    # per tenant, whichever of its tokens asks: the budget of expensive work (units of ~10 ms CPU; "" turns it off),
+    # how many expensive requests may run at once, how long a monthly report answer is reused [s]
+    cost_budget: str = "600 per minute"
+    cost_concurrency: int = 2
+    report_cache_s: float = 60.0
+    max_tokens_per_tenant: int = 50  # live (unrevoked, unexpired) API tokens a tenant may hold
     auth_cache_s: float = 5.0  # how long a process trusts a resolved bearer token (0: ask the database every time)
     runtime_timeout_s: float = 30.0
     local_runtime_dir: Path = Path("var/runs")
@@ -67,6 +77,13 @@ class Settings:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for proxy in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"GRIDSHIFT_TRUSTED_PROXIES (Settings.trusted_proxies): {proxy!r} is not an address or a network"
+                ) from None
         if self.log_format not in ("text", "json"):
             raise ValueError(f"GRIDSHIFT_LOG_FORMAT (Settings.log_format): {self.log_format!r} is not text or json")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):

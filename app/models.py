@@ -61,6 +61,16 @@ class ApiToken(Base):
     tenant: Mapped[Tenant] = relationship()
 
 
+class WebSession(Base):
+    """A dashboard session, server side: the cookie carries its random id; signing out deletes the row."""
+
+    __tablename__ = "web_sessions"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sid_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of the cookie's session id
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class Region(Base):
     __tablename__ = "regions"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -164,6 +174,7 @@ class Job(Base):
     command: Mapped[str | None] = mapped_column(Text)
     image: Mapped[str | None] = mapped_column(String(500))
     env: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    secret_env_encrypted: Mapped[str | None] = mapped_column(Text)  # Fernet token of the job's secret env (app/crypto)
     state: Mapped[JobState] = mapped_column(_enum(JobState, "job_state"), default=JobState.PENDING)
     state_reason: Mapped[str | None] = mapped_column(Text)
     resume_at: Mapped[datetime | None]  # state paused: planned start of the next chunk

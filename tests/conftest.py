@@ -91,6 +91,19 @@ def session(app) -> Iterator[Session]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+def job_writable() -> Iterator[Path]:
+    """A directory that local jobs may write to. As root the local runtime runs jobs as unprivileged pool users,
+    who cannot reach pytest's own (0700) temporary directories: a job's marker files go here instead."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="gs-test-jobs-"))
+    path.chmod(0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def now() -> datetime:
     return datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -131,6 +144,7 @@ def job_payload(now: datetime, **over: object) -> dict[str, object]:
         "reference_gpu_hours": 8.0,
         "release_at": now.isoformat(),
         "deadline_at": (now + timedelta(hours=24)).isoformat(),
+        "command": "python train.py",
     }
     body.update(over)
     return body

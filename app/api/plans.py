@@ -15,8 +15,9 @@ from marshmallow import EXCLUDE, Schema, fields, validate
 
 from app import extensions
 from app.api import principal
-from app.api.access import operator, writer
+from app.api.access import first, operator, writer
 from app.api.schemas import JobIn, Text
+from app.costs import costly
 from app.db import utcnow
 from app.errors import ServiceError
 from app.services import audit, jobs, plan_history, plan_runs
@@ -71,9 +72,11 @@ class PlanHeadOut(Schema):
     solver = fields.String()
     trigger = fields.String()
     status = fields.String()
-    objective_value = fields.Float(allow_none=True)
-    best_bound = fields.Float(allow_none=True)
-    gap_pct = fields.Float(allow_none=True)
+    objective_value = fields.Float(allow_none=True, metadata={
+        "description": "operator admins: the plan's objective over the fleet; anyone else: over their own jobs "
+                       "(their cost, or CO2 [kg] for a carbon objective; null for a weighted one)"})
+    best_bound = fields.Float(allow_none=True, metadata={"description": "the fleet's bound; operator admins only"})
+    gap_pct = fields.Float(allow_none=True, metadata={"description": "the fleet's gap; operator admins only"})
     is_current = fields.Boolean()
     pruned_at = fields.DateTime(format="iso", allow_none=True, metadata={
         "description": "when the retention clean-up deleted this superseded plan's assignment rows that no run "
@@ -226,6 +229,8 @@ def get_plan(plan_id: int) -> Any:
 
 
 @blp.route("", methods=["POST"])
+@first(operator)
+@costly("replan")
 @blp.arguments(PlanRunIn)
 @blp.response(202, PlanRunOut, headers={"Location": {"description": "the run to poll", "schema": {"type": "string"}}})
 def replan(data: dict[str, Any]) -> Any:
@@ -262,6 +267,8 @@ def get_run(run_id: int) -> Any:
 
 
 @blp.route("/preview", methods=["POST"])
+@first(writer)
+@costly("preview")
 @blp.arguments(JobIn)
 @blp.response(200, PreviewOut)
 def preview(data: dict[str, Any]) -> Any:

@@ -49,4 +49,4 @@ def rotate() -> None:
             n = rotate_all(session, settings.encryption_keys)
         except crypto.EncryptionKeyError as exc:
             raise click.ClickException(exc.detail) from exc
-    click.echo(f"re-encrypted the secrets of {n} cluster(s) with the newest key")
+    click.echo(f"re-encrypted {n} cluster or job secret(s) with the newest key")

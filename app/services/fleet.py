@@ -311,8 +311,13 @@ def upsert_cluster(
     stored ones, ``{}`` clears them. The connector's schema is checked against config and credentials together,
     so a required credential (a Slurm REST token, say) may live only in the encrypted part."""
     from connectors.base import ConfigError
-    from connectors.registry import get_connector
+    from connectors.registry import credential_fields, get_connector
 
+    misplaced = credential_fields(kind, config)
+    if misplaced:
+        raise ValidationFailed("credentials in a cluster's config", [FieldError(
+            f"config.{key}", "holds a credential: send it under 'secrets' (stored encrypted, never returned)")
+            for key in misplaced])  # fmt: skip
     row = session.scalar(select(Cluster).where(Cluster.name == name))
     stored = cluster_secrets(row, keys) if row is not None else {}
     effective = stored if secrets is None else secrets

@@ -6,7 +6,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app import crypto
-from app.models import Cluster
+from app.models import Cluster, Job
 
 
 def key_status(session: Session, keys: tuple[str, ...]) -> list[tuple[str, int | None, bool]]:
@@ -21,7 +21,8 @@ def key_status(session: Session, keys: tuple[str, ...]) -> list[tuple[str, int |
 
 
 def rotate_all(session: Session, keys: tuple[str, ...]) -> int:
-    """Re-encrypt every cluster's stored secrets with the newest key, all or none; returns how many.
+    """Re-encrypt every cluster's stored secrets and every job's secret env with the newest key, all or none; returns
+    how many.
 
     Each row is written only if its secrets are still the ones that were rotated (a conditional UPDATE): a
     credential an operator changes or clears meanwhile is read again and rotated, never overwritten with the old one.
@@ -64,11 +65,31 @@ def rotate_all(session: Session, keys: tuple[str, ...]) -> int:
                 f"the secrets of {names} kept changing during the rotation; nothing was rotated, run it again",
                 "clusters",
             )
+        done += _rotate_job_secrets(session, keys)
     except BaseException:
         session.rollback()
         raise
     session.commit()
     session.expire_all()
+    return done
+
+
+def _rotate_job_secrets(session: Session, keys: tuple[str, ...]) -> int:
+    """Re-encrypt every job's secret env with the newest key (in the caller's transaction); returns how many.
+    A job's secret env is written once, at submission, so no conditional update is needed."""
+    done = 0
+    rows = session.execute(select(Job.id, Job.secret_env_encrypted).where(Job.secret_env_encrypted.is_not(None)))
+    for job_id, token in rows.all():
+        try:
+            new = crypto.rotate(keys, token or "")
+        except crypto.EncryptionKeyError as exc:
+            raise crypto.EncryptionKeyError(
+                f"job {job_id}: its secret env opens with none of the configured keys; nothing was rotated",
+                f"jobs.{job_id}",
+            ) from exc
+        session.execute(update(Job).where(Job.id == job_id).values(secret_env_encrypted=new)
+                        .execution_options(synchronize_session=False))  # fmt: skip
+        done += 1
     return done
 
 

@@ -10,6 +10,7 @@ import pytest
 from connectors import ClusterConnector, get_connector
 from tests.connectors.fake_k8s import FakeKubernetes
 from tests.runtimes.fixtures import ray_head, slurm_clusters  # noqa: F401 - fixtures
+from tests.runtimes.optional import require_connector
 
 #: Kinds the contract test runs against: the local runtime, Slurm through its CLI and slurmrestd, Ray (all
 #: real runtimes on loopback) and Kubernetes against the fake API server (no real one can run here).
@@ -52,6 +53,7 @@ def connector(
         head = request.getfixturevalue("ray_head")
         yield get_connector("ray", head.connector_config())
     else:
+        require_connector("kubernetes")
         fake = request.getfixturevalue("fake_k8s")
         yield get_connector("kubernetes", {"host": fake.url, "token": "test-token", "namespace": "gridshift"})
 

@@ -10,6 +10,7 @@ import pytest
 from connectors import ConnectorError, JobSpec, RunStatus, get_connector
 from connectors.kubernetes import QUEUE_LABEL, build_job
 from tests.connectors.fake_k8s import FakeKubernetes, wait_until
+from tests.runtimes.optional import require_connector
 
 NODES = [
     {"name": "h100-a", "labels": {"gridshift.io/hardware-type": "h100"}, "allocatable": {"nvidia.com/gpu": 8}},
@@ -27,6 +28,7 @@ def fake() -> FakeKubernetes:
 
 
 def connector_for(fake: FakeKubernetes, **extra):
+    require_connector("kubernetes")
     config = {
         "host": fake.url,
         "token": "t",
@@ -103,6 +105,7 @@ def test_a_job_created_by_another_worker_meanwhile_is_adopted(fake: FakeKubernet
 
 
 def test_unreachable_api_server_is_a_retryable_error() -> None:
+    require_connector("kubernetes")
     connector = get_connector("kubernetes", {"host": "http://127.0.0.1:9", "timeout_s": 2})
     with pytest.raises(ConnectorError) as info:
         connector.find("gs-nowhere")

@@ -74,7 +74,7 @@ def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 1
     """
     ray_bin = Path(sys.executable).with_name("ray")
     if not ray_bin.exists():
-        raise RuntimeUnavailable(f"ray is not installed in {sys.prefix} (run .ci/runtimes.sh)")
+        raise RuntimeUnavailable(f"ray is not installed in {sys.prefix} (`make runtimes` installs it from uv.lock)")
     resources = dict(resources or DEFAULT_RESOURCES)
     temp_dir = Path(tempfile.mkdtemp(prefix="gs-ray-", dir="/tmp"))
     gcs_port, dashboard_port = free_port(), free_port()

@@ -245,6 +245,7 @@ def test_dashboard_session_needs_csrf_and_a_live_token(client, session, world, n
     with client.session_transaction() as s:
         s["token_id"] = row.id
         s["csrf"] = "csrf-value-123"
+        s["sid"] = auth_service.open_web_session(session, row.id)  # as the sign-in records it
     assert client.get("/api/v1/me").json["tenant"] == "bravo-inc"
     assert client.post("/api/v1/jobs", json=job_payload(now)).status_code == 403
     wrong = client.post("/api/v1/jobs", json=job_payload(now), headers={"X-CSRF-Token": "nope"})

@@ -80,7 +80,8 @@ def seeded(live_server: LiveServer, _db_settings: Settings) -> Seeded:
     jobs = {}
     for tenant in ("ml-platform", "render-farm"):
         body = {"name": f"hist-{tenant}", "gpu_count": 2, "reference_gpu_hours": 4,
-                "release_at": day.isoformat(), "deadline_at": (day + timedelta(days=1)).isoformat()}
+                "release_at": day.isoformat(), "deadline_at": (day + timedelta(days=1)).isoformat(),
+                "command": "python train.py"}
         jobs[tenant] = _api(live_server, tenant, "POST", "/api/v1/jobs", json=body).json()["id"]
     older = _replan(live_server)
     newest = _replan(live_server)
@@ -117,6 +118,7 @@ def _number(text: str) -> float:
 
 def test_operator_sees_plans_newest_first_with_fleet_figures_and_older_pages(page, live_server, seeded):
     sign_in(page, live_server, "ops", "/ui/plan")
+    page.click("#history-link")  # the history is one click away
     page.wait_for_selector("#history-table tbody tr[data-plan-id]")
     assert _history_ids(page) == seeded.ids[:20]  # first page: the 20 newest, newest first
     assert _header(page) == BASE_COLS + FLEET_COLS
@@ -165,6 +167,7 @@ def test_operator_sees_plans_newest_first_with_fleet_figures_and_older_pages(pag
 
 def test_a_past_plan_opens_from_its_link_and_says_it_is_not_current(page, live_server, seeded):
     sign_in(page, live_server, "ops", "/ui/plan")
+    page.click("#history-link")  # the history is one click away
     summary = page.locator("#plan-summary")
     expect(summary).to_contain_text(f"Plan #{seeded.newest} · the current plan")
     page.wait_for_selector(f"#history-table tr[data-plan-id='{seeded.older}']")
@@ -193,6 +196,7 @@ def test_a_past_plan_opens_from_its_link_and_says_it_is_not_current(page, live_s
 
 def test_a_tenant_sees_the_history_without_fleet_figures(page, live_server, seeded):
     sign_in(page, live_server, "render-farm", "/ui/plan")
+    page.click("#history-link")  # the history is one click away
     page.wait_for_selector("#history-table tbody tr[data-plan-id]")
     assert _history_ids(page) == seeded.ids[:20]
     assert _header(page) == BASE_COLS

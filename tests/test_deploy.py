@@ -1,0 +1,97 @@
+"""Build and deployment files: the compose stack's order and secrets, the image's stages, the Makefile's lock path."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+MAKEFILE = (REPO / "Makefile").read_text()
+SECRETS = {"POSTGRES_PASSWORD", "GRIDSHIFT_SECRET_KEY", "GRIDSHIFT_ENCRYPTION_KEYS"}
+
+
+def test_migrate_runs_once_before_web_worker_and_beat() -> None:
+    migrate = SERVICES["migrate"]
+    assert migrate["command"] == ["gridshift", "db", "upgrade"]
+    assert migrate["restart"] == "no"  # one-shot: it exits 0 and stays down
+    for name in ("web", "worker", "beat"):
+        depends = SERVICES[name]["depends_on"]
+        assert depends["migrate"] == {"condition": "service_completed_successfully"}, name
+        assert depends["postgres"] == {"condition": "service_healthy"}, name
+        assert "db upgrade" not in " ".join(SERVICES[name]["command"]), f"{name} must not migrate itself"
+
+
+def test_only_secrets_are_required_and_env_example_names_them() -> None:
+    text = (REPO / "docker-compose.yml").read_text()
+    required = set(re.findall(r"\$\{(\w+):\?", text))
+    bare = set(re.findall(r"\$\{(\w+)\}", text))
+    assert required == SECRETS, "non-secret variables need a default (${VAR:-default})"
+    assert not bare, f"variables without a default or an error message: {bare}"
+    example = (REPO / ".env.example").read_text()
+    given = set(re.findall(r"^(\w+)=\S+", example, flags=re.M))
+    assert given >= SECRETS
+    assert ".env" in (REPO / ".gitignore").read_text().split()
+
+
+def test_compose_check_passes_on_a_clean_clone(tmp_path) -> None:
+    if shutil.which("docker-compose") is None:
+        pytest.skip("needs docker-compose (apt-get install -y docker-compose)")
+    if (REPO / ".env").exists():
+        pytest.skip("a .env exists in this checkout; the clean-clone case reads .env.example")
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    res = subprocess.run(["make", "-s", "compose-check"], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+
+
+def test_image_is_built_from_the_lock_in_two_stages_without_compilers_in_the_last() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    stages = re.split(r"^FROM ", text, flags=re.M)[1:]
+    assert len(stages) >= 2, "a build stage and a final stage"
+    build, final = stages[0], stages[-1]
+    assert "uv sync --locked" in build
+    assert re.search(r"COPY .*uv\.lock", build)
+    assert "COPY --from=build /opt/venv" in final
+    for tool in ("build-essential", "gcc", "apt-get install", "pip install"):
+        assert tool not in final, f"the final image must not install {tool}"
+    uv_version = re.search(r"^UV_VERSION := (\S+)", MAKEFILE, flags=re.M).group(1)  # type: ignore[union-attr]
+    assert f"uv=={uv_version}" in build, "the image and the Makefile pin the same uv"
+
+
+def test_lock_covers_every_extra_and_make_installs_from_it() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+    ours = next(p for p in lock["package"] if p["name"] == "gridshift")
+    locked = {p["name"] for p in lock["package"]}
+    extras = pyproject["project"]["optional-dependencies"]
+    assert set(ours["optional-dependencies"]) == set(extras)
+    for requirements in [pyproject["project"]["dependencies"], *extras.values()]:
+        for req in requirements:
+            name = re.split(r"[\[<>=!~;\s]", req, maxsplit=1)[0].lower().replace("_", "-")
+            assert name in locked, f"{name} is not in uv.lock: run `make lock`"
+    assert re.search(r"sync --locked", MAKEFILE)
+    for target in ("lock", "lock-upgrade", "lock-check", "runtimes"):
+        assert re.search(rf"^{target}:", MAKEFILE, flags=re.M), target
+    for script in (".ci/run", ".ci/runtimes.sh"):
+        code = [line.split("#")[0] for line in (REPO / script).read_text().splitlines()]
+        assert not any("pip install" in line for line in code), (
+            f"{script}: the Python environment comes from make"
+        )
+
+
+def test_make_run_takes_host_and_port() -> None:
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    res = subprocess.run(["make", "-n", "run", "HOST=0.0.0.0", "PORT=8123"], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "gridshift run --host 0.0.0.0 --port 8123" in res.stdout
