@@ -76,8 +76,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_queue": "gridshift",
         "worker_consumer": "app.celery_app:BrokerLossConsumer",
         "task_always_eager": False,
-        # logging stays as app.logs configured it (GRIDSHIFT_LOG_FORMAT / _LEVEL), JSON included
-        "worker_hijack_root_logger": False,
     }
 
 
@@ -89,6 +87,16 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
             with app.app_context():
                 return self.run(*args, **kwargs)
 
+    from celery.signals import after_setup_logger, after_setup_task_logger
+
+    from app import logs
+
+    def _our_format(logger: Any = None, **_kw: Any) -> None:  # Celery set up its handlers: give them our format
+        if logger is not None:
+            logs.apply_to_handlers(logger, settings)
+
+    after_setup_logger.connect(_our_format, weak=False)
+    after_setup_task_logger.connect(_our_format, weak=False)
     celery = Celery(app.name, task_cls=FlaskTask)
     celery.config_from_object(celery_config(settings))
     celery.set_default()

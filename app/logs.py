@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +36,16 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+def _current_task_id() -> str | None:
+    """The id of the Celery task this process is running, if any."""
+    try:
+        from celery import current_task
+
+        return current_task.request.id if current_task else None
+    except Exception:  # no Celery here, or no task
+        return None
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: time (UTC, ISO 8601), level, logger, message, context ids, exception."""
 
@@ -47,9 +58,28 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, name, None)
             if value is not None:
                 out[name] = value
+        if "task_id" not in out:
+            task_id = _current_task_id()
+            if task_id:
+                out["task_id"] = task_id
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str)
+
+
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes (a test's capture, a redirected stream)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
 
 
 def configure(settings: Settings) -> None:
@@ -57,7 +87,7 @@ def configure(settings: Settings) -> None:
     root = logging.getLogger()
     handler = next((h for h in root.handlers if h.get_name() == _HANDLER_NAME), None)
     if handler is None:
-        handler = logging.StreamHandler()
+        handler = StderrHandler()
         handler.set_name(_HANDLER_NAME)
         handler.addFilter(RequestIdFilter())
         root.addHandler(handler)
@@ -67,6 +97,15 @@ def configure(settings: Settings) -> None:
         handler.setFormatter(logging.Formatter(
             "%(asctime)s %(levelname)s %(name)s [req=%(request_id)s] %(message)s"))
     root.setLevel(settings.log_level.upper())
+
+
+def apply_to_handlers(logger: logging.Logger, settings: Settings) -> None:
+    """In JSON mode, give ``logger``'s handlers (those Celery's worker and beat set up) the JSON format."""
+    if settings.log_format == "json":
+        for handler in logger.handlers:
+            handler.setFormatter(JsonFormatter())
+            if not any(isinstance(f, RequestIdFilter) for f in handler.filters):
+                handler.addFilter(RequestIdFilter())
 
 
 def init_app(app: Flask, settings: Settings) -> None:

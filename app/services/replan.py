@@ -32,8 +32,9 @@ def replan(session: Session, settings: Settings, trigger: str, *, now: datetime 
 
     if is_postgresql(session):
         session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PLAN_LOCK_KEY})
+    progress = {"on_phase": on_phase} if on_phase is not None else {}  # only plan runs follow the phases
     return plan_fleet(session, settings, now=now or utcnow(), horizon_hours=settings.horizon_hours,
-                      objective=settings.objective, trigger=trigger, on_phase=on_phase)
+                      objective=settings.objective, trigger=trigger, **progress)
 
 
 def fleet_changed(session: Session) -> bool:

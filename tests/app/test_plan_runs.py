@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import func, select
 
+from app import create_app
 from app.enums import Role
 from app.models import Plan
 from app.services import plan_runs
@@ -48,7 +51,16 @@ def test_post_answers_202_before_any_solve_and_the_run_reports_its_phases(app, c
     assert session.get(Plan, run["plan_id"]).objective == "carbon"
 
 
-def test_runs_are_for_operator_admins_and_a_bad_objective_names_the_field(app, client, session, priced_fleet):  # noqa: F811
+@pytest.fixture
+def unbudgeted(settings):  # type: ignore[no-untyped-def]
+    """The app without the tenants' budget of expensive requests (each re-plan asked for costs 300 of 600 a minute)."""
+    application = create_app(replace(settings, cost_budget=""))
+    yield application
+    application.extensions["gridshift"].engine.dispose()
+
+
+def test_runs_are_for_operator_admins_and_a_bad_objective_names_the_field(unbudgeted, session, priced_fleet):  # noqa: F811
+    app, client = unbudgeted, unbudgeted.test_client()
     member, ops = make_token(session, "team-a"), make_token(session, "ops", Role.ADMIN, operator=True)
     bad = client.post("/api/v1/plans", json={"objective": "cheapest"}, headers=auth(ops))
     assert bad.status_code == 422 and "objective" in bad.get_data(as_text=True)

@@ -10,7 +10,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -65,7 +65,9 @@ def live_server(_db_settings: Settings) -> Iterator[LiveServer]:
     Seeding takes seconds, so the module shares one server; the tables are emptied afterwards as the
     function-scoped ``settings`` fixture does for the other tests.
     """
-    app = create_app(_db_settings)
+    # a browser test clicks through several expensive requests a minute (re-plans, previews, PDFs): without the
+    # tenants' cost budget here, which tests/security/test_cost_limits.py covers
+    app = create_app(replace(_db_settings, cost_budget=""))
     state = app.extensions["gridshift"]
     with state.sessions() as session:
         result = demo.seed(session, _db_settings, data_dir=None, n_jobs=0)
