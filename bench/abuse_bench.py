@@ -13,7 +13,8 @@ Trials, each ``--seconds`` long (everything is bounded: sockets, threads and the
    (a timeout counts as an error, at 5,000 ms). Run once against gunicorn directly and once through nginx.
 2. ``flood``: tenant "bench" reads ``/api/v1/jobs?limit=20`` sequentially for ``--seconds`` / 3 (quiet), then
    again while tenant "flood" sends 10,000-job invalid batches (the most expensive request: ~3 CPU-s each on
-   main) from 8 concurrent connections for ``--seconds``, through nginx. ``--no-cost-limits`` turns the per-tenant
+   main) from ``--flood-connections`` (4) processes, each one connection at a time with no pause, for ``--seconds``, through nginx
+   (``--flood-direct``: to gunicorn itself, as on main). ``--no-cost-limits`` turns the per-tenant
    budget and concurrency cap off, for the before figure.
 
 Targets: through nginx, health p99 <= 100 ms and 0 errors; the other tenant's read p50 during the flood within 2x of
@@ -207,38 +208,73 @@ def trial_slow(name: str, port: int, token: str, slow_token: str, seconds: float
             "health": _stats(results["health"]), "read": _stats(results["read"])}
 
 
-def trial_flood(port: int, token: str, flood_token: str, seconds: float) -> dict[str, Any]:
-    quiet = probe(port, "/api/v1/jobs?limit=20", token, seconds / 3, rate=10.0)
-    bad = json.dumps({"jobs": [{**item, "allowed_regions": ["nowhere"] * 3} for item in job_items(10_000)]})
+def _flood(port: int, flood_token: str, body: bytes | None, until: float, out: Any) -> None:
+    """One flooding connection loop (in its own process, so that it does not share the prober's interpreter);
+    ``body`` None floods the cheapest request instead (the control)."""
     codes: dict[int, int] = {}
-    stop_event = threading.Event()
-
-    def flood() -> None:
-        while not stop_event.is_set():
-            conn = http.client.HTTPConnection(HOST, port, timeout=120)
-            try:
-                conn.request("POST", "/api/v1/jobs/batch", body=bad, headers={
+    while time.time() < until:
+        conn = http.client.HTTPConnection(HOST, port, timeout=120)
+        try:
+            if body is None:
+                conn.request("GET", "/api/v1/health")
+            else:
+                conn.request("POST", "/api/v1/jobs/batch", body=body, headers={
                     "Authorization": f"Bearer {flood_token}", "Content-Type": "application/json"})
-                resp = conn.getresponse()
-                resp.read()
-                codes[resp.status] = codes.get(resp.status, 0) + 1
-            except (OSError, http.client.HTTPException):
-                codes[0] = codes.get(0, 0) + 1
-            finally:
-                conn.close()
+            resp = conn.getresponse()
+            resp.read()
+            codes[resp.status] = codes.get(resp.status, 0) + 1
+        except (OSError, http.client.HTTPException):
+            codes[0] = codes.get(0, 0) + 1
+        finally:
+            conn.close()
+    out.put(codes)
 
-    flooders = [threading.Thread(target=flood, daemon=True) for _ in range(8)]
-    for t in flooders:
-        t.start()
+
+def _cpu_s(pgids: list[int]) -> float:
+    """CPU seconds (user + system) used so far by every process of these process groups (gunicorn's, nginx's)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) in pgids:
+                total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def trial_flood(port: int, token: str, flood_token: str, seconds: float, connections: int,
+                server_pgids: list[int], *, cheap: bool = False) -> dict[str, Any]:
+    import multiprocessing
+    import resource
+
+    quiet = probe(port, "/api/v1/jobs?limit=20", token, seconds / 3, rate=10.0)
+    bad = json.dumps({"jobs": [{**item, "allowed_regions": ["nowhere"] * 3} for item in job_items(10_000)]}).encode()
+    body = None if cheap else bad
+    ctx = multiprocessing.get_context("fork")
+    results: Any = ctx.Queue()
+    until = time.time() + seconds + 1.0
+    flooders = [ctx.Process(target=_flood, args=(port, flood_token, body, until, results), daemon=True)
+                for _ in range(connections)]
+    server_cpu0 = _cpu_s(server_pgids)
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for proc in flooders:
+        proc.start()
     time.sleep(1.0)
     loud = probe(port, "/api/v1/jobs?limit=20", token, seconds, rate=10.0)
-    stop_event.set()
-    for t in flooders:
-        t.join(timeout=130)
+    codes: dict[int, int] = {}
+    for _ in flooders:
+        for code, n in results.get(timeout=150).items():
+            codes[code] = codes.get(code, 0) + n
+    for proc in flooders:
+        proc.join(timeout=10)
+    kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    flooder_cpu = (kids1.ru_utime + kids1.ru_stime) - (kids0.ru_utime + kids0.ru_stime)
+    server_cpu = _cpu_s(server_pgids) - server_cpu0
     q, f = _stats(quiet), _stats(loud)
     return {"quiet": q, "flood": f, "flood_answers": {str(k): v for k, v in sorted(codes.items())},
             "p50_ratio": round(f["p50_ms"] / q["p50_ms"], 2) if q["p50_ms"] else None,
-            "batch_bytes": len(bad)}
+            "request": "GET /api/v1/health" if cheap else f"POST /api/v1/jobs/batch ({len(bad)} bytes, invalid)",
+            "flood_connections": len(flooders),
+            "server_cpu_s": round(server_cpu, 1), "flooders_cpu_s": round(flooder_cpu, 1)}
 
 
 def _seed(port: int, token: str, n: int) -> None:
@@ -272,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-url", default=DEFAULT_REDIS)
     parser.add_argument("--port", type=int, default=8771, help="gunicorn; nginx listens on the next port")
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each trial [s]")
-    parser.add_argument("--trials", default="slow,flood")
+    parser.add_argument("--trials", default="slow,flood,control")
+    parser.add_argument("--flood-connections", type=int, default=4)
+    parser.add_argument("--flood-direct", action="store_true", help="flood gunicorn itself, not through nginx")
     parser.add_argument("--no-cost-limits", action="store_true", help="budget and concurrency cap off (before)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -287,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.chmod(0o755)  # nginx's workers (nobody, when started as root) keep their temp files under it
     gunicorn = nginx = None
     out: dict[str, Any] = {"seconds": args.seconds, "cost_limits": not args.no_cost_limits,
+                           "flood_target": "gunicorn" if args.flood_direct else "nginx",
                            "load": os.getloadavg()[0], "trials": {}}
     try:
         gunicorn = start_gunicorn(env, args.port, workdir / "gunicorn.log", cost_limits=not args.no_cost_limits)
@@ -298,7 +337,12 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(PROBE_TIMEOUT_S + 1)  # the direct trial's slow sockets are gone
             out["trials"]["slow_nginx"] = trial_slow("nginx", args.port + 1, token, flood_token, args.seconds)
         if "flood" in trials:
-            out["trials"]["flood"] = trial_flood(args.port + 1, token, flood_token, args.seconds)
+            port = args.port if args.flood_direct else args.port + 1
+            out["trials"]["flood"] = trial_flood(port, token, flood_token, args.seconds,
+                                                 args.flood_connections, [gunicorn.pid, nginx.pid])
+        if "control" in trials:  # the same flood of the cheapest request: what any flood costs on this machine
+            out["trials"]["control"] = trial_flood(args.port + 1, token, flood_token, args.seconds,
+                                                   args.flood_connections, [gunicorn.pid, nginx.pid], cheap=True)
     finally:
         stop(nginx)
         stop(gunicorn)
@@ -319,11 +363,14 @@ def _print(out: dict[str, Any]) -> None:
                 s = t[kind]
                 print(f"  {name:<12} {kind:<7} n={s['n']:>4} errors={s['errors']:>4} p50={s['p50_ms']:>8.1f} ms "
                       f"p99={s['p99_ms']:>8.1f} ms max={s['max_ms']:>8.1f} ms")
-    f = out["trials"].get("flood")
-    if f:
-        print(f"  flood        quiet p50={f['quiet']['p50_ms']:.1f} ms, during flood p50={f['flood']['p50_ms']:.1f} ms "
+    for name in ("flood", "control"):
+        f = out["trials"].get(name)
+        if not f:
+            continue
+        print(f"  {name:<12} {f['request']}: quiet p50={f['quiet']['p50_ms']:.1f} ms, during flood p50={f['flood']['p50_ms']:.1f} ms "
               f"(x{f['p50_ratio']}), p99={f['flood']['p99_ms']:.1f} ms, errors={f['flood']['errors']}; "
-              f"flood answers {f['flood_answers']}")
+              f"flood answers {f['flood_answers']}; CPU during the flood: server {f['server_cpu_s']} s, "
+              f"flooding clients {f['flooders_cpu_s']} s")
 
 
 if __name__ == "__main__":

@@ -155,3 +155,36 @@ def test_trusted_proxies_setting_is_checked():
     with pytest.raises(ValueError, match="GRIDSHIFT_TRUSTED_PROXIES"):
         Settings.from_env({"GRIDSHIFT_TRUSTED_PROXIES": "10.0.0.0/8,not-an-ip"})
     assert Settings.from_env({"GRIDSHIFT_TRUSTED_PROXIES": "10.0.0.0/8, ::1"}).trusted_proxies == ("10.0.0.0/8", "::1")
+
+
+def test_manual_replans_draw_on_the_operator_budget(make_app, session, small_fleet):
+    client = make_app(cost_budget="100 per minute").test_client()
+    ops = make_token(session, "ops", Role.ADMIN, operator=True)
+    first = client.post("/api/v1/plans", json={}, headers=bearer(ops))
+    assert first.status_code == 201, first.json
+    again = client.post("/api/v1/plans", json={}, headers=bearer(ops))  # a re-plan costs the whole budget
+    assert again.status_code == 429 and int(again.headers["Retry-After"]) > 0
+
+
+def test_concurrency_slots_are_shared_through_redis_and_expire():
+    import os
+    import time
+
+    import redis
+
+    from app import costs
+
+    url = os.environ.get("GRIDSHIFT_TEST_REDIS_URL", "redis://127.0.0.1:6379/2")
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+    except redis.RedisError:
+        pytest.skip(f"needs Redis at {url} (set GRIDSHIFT_TEST_REDIS_URL)")
+    key = f"tenant:test-{time.monotonic_ns()}"
+    worker_a, worker_b = costs.Slots(url, 2), costs.Slots(url, 2)  # two gunicorn workers: one cap
+    first, second = worker_a.acquire(key), worker_b.acquire(key)
+    assert first and second and worker_a.acquire(key) is None and worker_b.acquire(key) is None
+    worker_b.release(key, second)
+    assert worker_a.acquire(key) is not None
+    # a slot whose holder died frees itself once its entry expires
+    redis.Redis.from_url(url).zadd(f"gridshift:slots:{key}", {first: time.time() - 1})
+    assert worker_b.acquire(key) is not None
