@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlparse
 
 _JOBS = re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/jobs(?:/([^/]+))?$")
 _PODS = re.compile(r"^/api/v1/(?:namespaces/([^/]+)/)?pods$")
+_POD_LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
 
 
 def _now() -> str:
@@ -52,6 +53,7 @@ class FakeKubernetes:
         self.nodes = nodes
         self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pod_logs: dict[str, str] = {}  # pod name -> its container's output
         self.procs: dict[tuple[str, str], subprocess.Popen] = {}
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.RLock()
@@ -180,10 +182,11 @@ class FakeKubernetes:
             def log_message(self, *args: Any) -> None:
                 return
 
-            def _send(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
+            def _send(self, code: int, body: dict[str, Any] | str) -> None:
+                text = isinstance(body, str)  # a pod's log is plain text
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/plain" if text else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -216,7 +219,12 @@ class FakeKubernetes:
         return Handler
 
     def handle(self, method: str, path: str, query: dict[str, str], body: Any,
-               content_type: str) -> tuple[int, dict[str, Any]]:  # fmt: skip
+               content_type: str) -> tuple[int, Any]:  # fmt: skip
+        log = _POD_LOG.match(path)
+        if log and method == "GET":
+            if log.group(2) not in self.pod_logs:
+                return 404, _status(404, "NotFound", f"pods {log.group(2)!r} not found")
+            return 200, self.pod_logs[log.group(2)]
         if path == "/api/v1/nodes" and method == "GET":
             items = [{"metadata": {"name": n["name"], "labels": n["labels"]},
                       "status": {"allocatable": {k: str(v) for k, v in n["allocatable"].items()},

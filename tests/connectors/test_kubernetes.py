@@ -149,3 +149,14 @@ def test_capacity_ignores_cpu_and_memory_limits_of_other_pods(fake: FakeKubernet
     capacity = connector_for(fake).capacity()
     assert capacity.gpus_total["h100"] == 8
     assert capacity.gpus_free["h100"] == 7
+
+
+def test_log_is_the_tail_of_the_jobs_pod(fake: FakeKubernetes) -> None:
+    connector = connector_for(fake)
+    job_id = connector.submit(JobSpec(run_key="gs-log", name="l", command="true", hardware="h100"))
+    assert wait_until(lambda: ("ml", job_id) in fake.pods)
+    pod = fake.pods[("ml", job_id)]["metadata"]["name"]
+    assert connector.log(job_id, 100) is None  # the pod has no output yet
+    fake.pod_logs[pod] = "".join(f"line {i}\n" for i in range(100))
+    assert connector.log(job_id, 8) == b"line 99\n"
+    assert connector.log("no-such-job", 8) is None

@@ -8,6 +8,9 @@
   const palette = ["#2a7f62", "#3b6ea5", "#b3541e", "#7a4fa3", "#a38b2a", "#1f8a99", "#a33d5c", "#5b6f2a"];
   const natural = (a, b) => a.localeCompare(b, undefined, { numeric: true, sensitivity: "base" });
   const narrow = () => window.innerWidth < 600;
+  // the table's times without the year, to keep its twelve columns within 1280 px
+  const short = new Intl.DateTimeFormat(undefined, { month: "short", day: "2-digit", hour: "2-digit", minute: "2-digit", timeZone: GS.tz });
+  const fmtShort = (iso) => (iso ? short.format(new Date(iso)) : "—");
   const state = { sort: "start_at", page: 1, per_page: 25, from: null, to: null };
   let overview = null;
   const base = () => (viewId === null ? "/api/v1/plans/current" : `/api/v1/plans/${viewId}`);
@@ -42,7 +45,8 @@
     const el = $("gantt-overview");
     el.style.height = `${Math.min(480, 70 + 22 * lanes.length)}px`;
     Plotly.newPlot(el, [{
-      type: "heatmap", x, y: names, colorscale: "Greens", zmin: 0, zmax: 100, colorbar: { title: { text: "% used" }, thickness: 10 },
+      type: "heatmap", x, y: names, colorscale: "Greens", reversescale: true, zmin: 0, zmax: 100, showscale: !narrow(),
+      colorbar: { title: { text: "% used" }, thickness: 10 },
       z: lanes.map((l) => l.gpus_in_use.map((g) => (l.inventory_gpus ? Math.min(100, (100 * g) / l.inventory_gpus) : (g ? 100 : 0)))),
       customdata: lanes.map((l) => l.gpus_in_use.map((g) => `${GS.num(g, 1)} of ${l.inventory_gpus} GPUs`)),
       hovertemplate: "%{y}<br>%{x}<br>%{customdata}<extra></extra>", xgap: 0, ygap: 1,
@@ -102,7 +106,7 @@
     const cur = GS.esc(a.currency);
     return `<tr data-job-id="${a.job_id}"><td><a href="/ui/jobs/${a.job_id}">#${a.job_id} ${GS.esc(a.job_name)}</a></td>
       <td>${GS.esc(a.tenant)}</td><td>${GS.stateBadge(a.state)}</td><td>${GS.esc(a.region)}</td><td>${GS.esc(a.hardware)}</td>
-      <td class="num">${a.gpu_count}</td><td>${GS.fmtTime(a.start_at)}</td><td>${GS.fmtTime(a.end_at)}</td>
+      <td class="num">${a.gpu_count}</td><td>${fmtShort(a.start_at)}</td><td>${fmtShort(a.end_at)}</td>
       <td class="num">${GS.num(a.energy_kwh, 1)}</td><td class="num">${GS.num(a.cost, 2)} ${cur}</td><td class="num">${GS.num(a.carbon_kg, 1)}</td>
       <td class="num">${a.expected_saving_cost === null ? "—" : GS.num(a.expected_saving_cost, 2)}</td></tr>`;
   }
