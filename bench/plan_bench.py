@@ -15,8 +15,10 @@ Workload, hardware and fleet parameters are documented in ``bench/plan_workload.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import multiprocessing
 import sys
 import time
 from datetime import timedelta
@@ -417,8 +419,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave out the MIP around the best plan (SolveParams.rins=False)",
     )
+    ap.add_argument(
+        "--load-hog",
+        type=int,
+        default=0,
+        help="busy processes spinning beside the planner for the whole run (a machine under load; they share the "
+        "cores this process may use)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    if args.load_hog < 0:
+        ap.error("--load-hog must be 0 or more")
     args.regions = [r.strip() for r in args.regions.split(",") if r.strip()]
     args.policies = [p.strip() for p in args.policies.split(",")]
     for p in args.policies:
@@ -433,6 +444,33 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"data folder {args.data} not found (set --data or GRIDSHIFT_SHARED_DATA)")
     rows = json.loads(Path(args.catalog).read_text()) if args.catalog else CATALOG
     hardware = hardware_from_dicts(rows)
+    with load_hog(args.load_hog):
+        result = _run(args, hardware)
+    if args.json:
+        print(json.dumps(result, default=str))
+    return 0
+
+
+def _spin() -> None:  # pragma: no cover - runs in a child until terminated
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def load_hog(n: int):
+    """``n`` busy processes for the duration of the block (killed at its end)."""
+    procs = [multiprocessing.get_context("fork").Process(target=_spin, daemon=True) for _ in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+            p.join()
+
+
+def _run(args, hardware) -> dict:
     if args.scale:
         result = scale(args, hardware)
     elif args.replay_days:
@@ -441,9 +479,8 @@ def main(argv: list[str] | None = None) -> int:
         result = per_seed(args, hardware, [int(k) for k in args.seeds.split(",") if k.strip()])
     else:
         result = savings(args, hardware)
-    if args.json:
-        print(json.dumps(result, default=str))
-    return 0
+    result["load_hog"] = args.load_hog
+    return result
 
 
 if __name__ == "__main__":

@@ -287,63 +287,6 @@ def best_chunking(
     return best
 
 
-def chunked_floor(
-    tb: Tables, m: Multipliers, above: np.ndarray | None = None, *, exact: bool = True
-) -> np.ndarray:
-    """Per job row, its least priced value over every chunking the Problem allows [objective units].
-
-    The planner's options hold interruptible jobs to one run or two chunks of fixed lengths; ``check_plan`` accepts
-    up to ``max_chunks`` chunks of any length of at least ``min_chunk_slots``, each resume adding
-    ``checkpoint_overhead_slots``. Each allowed
-    (region, hardware) pair's best chunking is found by :func:`best_chunking` over the slots the job can use alone
-    (valid curves, GPUs and power enough). Rows that are not interruptible get +inf (their options are exact).
-
-    ``above`` (per row), when given, skips the pairs where no chunking can go below it: the ``duration`` cheapest
-    usable slots plus every negative one beyond them bound any chunking from below and are found by a sort; those
-    pairs get +inf. With ``exact=False`` that sum is the answer (a lower bound found without the DP).
-    """
-    out = np.full(tb.J, np.inf)
-    a = tb.slot_h * tb.weights(m.nu) + m.mu  # (R, T) per kW
-    for row in np.flatnonzero(tb.intr):
-        rel, dl, g = int(tb.rel[row]), int(tb.dl[row]), int(tb.g[row])
-        for h in np.flatnonzero(tb.allowed[row].any(axis=0)):
-            dur = int(tb.dur[row, h])
-            rr = np.flatnonzero(tb.allowed[row, :, h])
-            if dur <= 0 or dl - rel < dur or not len(rr):
-                continue
-            kw = g * tb.pkw[row, h] * tb.pue[rr][:, None]
-            window = slice(rel, dl)
-            value = kw * a[rr, window] + g * m.lam[rr, h, window]
-            usable = tb.valid[rr, window] & (tb.cap[rr, h, window] >= g) & (tb.kw_cap[rr, window] >= kw - 1e-9)
-            value = np.where(usable, value, np.inf)
-            if above is not None or not exact:
-                ordered = np.sort(value, axis=1)
-                rest = ordered[:, dur:]
-                low = ordered[:, :dur].sum(axis=1) + np.where(rest < 0, rest, 0.0).sum(axis=1)
-                if not exact:
-                    out[row] = min(out[row], float(low.min()))
-                    continue
-                limit = above[row] if above is not None else np.inf
-                keep = low < limit - 1e-9 * max(1.0, abs(float(limit)))
-                if not keep.any():
-                    continue
-                value = value[keep]
-            got = best_chunking(value, dur, int(tb.ovh[row]), int(tb.min_chunk[row]), int(tb.max_chunks[row]))
-            out[row] = min(out[row], float(got.min()))
-    return out
-
-
-def valid_bound(tb: Tables, m: Multipliers, *, exact: bool = True) -> float:
-    """Lagrangian bound at ``m`` that holds for the Problem as ``check_plan`` checks it: as :func:`evaluate`, with
-    each interruptible job at the lower of its best option and :func:`chunked_floor` (any number of chunks; with
-    ``exact=False`` its quicker, weaker floor)."""
-    value, _, best = evaluate(tb, m)
-    if not tb.intr.any():
-        return value
-    floor = chunked_floor(tb, m, above=best, exact=exact)
-    return value - float((best - np.minimum(best, floor)).sum())
-
-
 def usage(tb: Tables, ch: Choice) -> tuple[np.ndarray, np.ndarray]:
     """GPUs ``(R, H, T)`` and facility power ``(R, T)`` [kW] used by ``ch``."""
     gpu = np.zeros((tb.R, tb.H, tb.T + 1))

@@ -21,9 +21,7 @@ class Candidates:
 
     def __init__(self, tb: Tables, found: list) -> None:
         rows, r, h, s1, l1, s2, l2, val = (np.concatenate(x) for x in zip(*found, strict=True))
-        real = np.isfinite(val) & (
-            (l2 == 0) | (s2 >= s1 + l1 + 1)
-        )  # drop the bound's overlapping relaxations
+        real = np.isfinite(val) & ((l2 == 0) | (s2 >= s1 + l1))  # runnable: chunks in order, not overlapping
         order = np.lexsort((val[real], rows[real]))
         self.r, self.h = r[real][order], h[real][order]
         self.s1, self.l1, self.s2, self.l2 = (
@@ -40,7 +38,8 @@ class Candidates:
         key, v = key[fin], val[fin]
         o = np.lexsort((v, key))
         key, v = key[o], v[o]
-        first = np.concatenate(([True], key[1:] != key[:-1]))
+        first = np.ones(len(key), dtype=bool)  # no finite option at all: none (a job that fits only in other splits)
+        first[1:] = key[1:] != key[:-1]
         key, v = key[first], v[first]
         prow, rest = np.divmod(key, tb.R * tb.H)
         pr, ph = np.divmod(rest, tb.H)
@@ -90,18 +89,25 @@ def place_fast(
     m: Multipliers | None = None,
     nu: float = 0.0,
     slack: float = 0.0,
+    stop_at: float | None = None,
+    reached: list[int] | None = None,
 ) -> Choice:
     """Same choices as :func:`place` (with ``slack=0``), found faster.
 
     A job first tries its unconstrained best option (optimal when it still fits); otherwise the scan visits
     its (region, hardware) pairs in order of their unconstrained best and stops at the first pair that
     cannot beat the best feasible option found. ``slack`` > 0 also accepts candidates up to that fraction
-    above the best (faster, no longer exact).
+    above the best (faster, no longer exact). With ``stop_at`` (a ``time.perf_counter()`` value) the placement stops
+    there; ``reached``, when given, receives how many jobs of ``order`` were tried.
     """
     ch = Choice.empty(tb.J)
     res = Residual(tb)
     scan = Scanner(tb, m, nu)
+    done = 0
     for row_ in order:
+        if stop_at is not None and done % 32 == 0 and time.perf_counter() > stop_at:
+            break
+        done += 1
         row = int(row_)
         taken = False
         lo, hi = cand.offsets[row], cand.offsets[row + 1]
@@ -124,6 +130,8 @@ def place_fast(
                 continue
             ch.set(row, found[2])
         res.apply(tb, ch, row, -1)
+    if reached is not None:
+        reached.append(done)
     return ch
 
 

@@ -66,6 +66,8 @@ def eject_improve(
     """
     t0 = time.perf_counter()
     ch = ch.copy()
+    if not len(cand.val):  # no candidate at all (jobs that fit only in other splits: see optimizer.rechunk)
+        return ch
     res = Residual(tb)
     for busy in np.flatnonzero(ch.r >= 0):
         res.apply(tb, ch, int(busy), -1)

@@ -7,6 +7,10 @@ prices is exactly the Lagrangian subproblem of ``bound.evaluate``, so ``L(duals)
 after every round, and the columns with negative reduced cost are added until none is left (then the
 bound equals the LP optimum of the full model). Only options ever priced in are built, which keeps the
 LP small where solving the full relaxation directly does not finish.
+
+Interruptible jobs of at most two chunks are also priced over every split of their work
+(``optimizer.chunking``), so the bound holds for every plan ``check_plan`` accepts, not only for the model's
+fixed halves, and the LP's columns (hence its roundings and dives) use the cheaper splits.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from ortools.math_opt.core.python import solver as core_solver
 from ortools.math_opt.python import mathopt
 
 from optimizer.bound import Choice, Multipliers, evaluate
+from optimizer.chunking import chunk_options
 from optimizer.heuristic import option_objective
 from optimizer.tables import Tables
 
@@ -213,6 +218,18 @@ def _dense(vector, n: int) -> np.ndarray:
     return out
 
 
+def _price_splits(
+    tb: Tables, m: Multipliers, rows: np.ndarray, best_v: np.ndarray, counts: np.ndarray, found: list
+) -> float:
+    """Price the two-chunk runs of ``rows`` (class representatives) over every split at ``m``, add them to
+    ``found`` (``bound.evaluate``'s collection) and return how much they lower the Lagrangian value (each job of a
+    class gains what its representative gains)."""
+    got = chunk_options(tb, rows, m.lam, m.mu, m.nu, above=best_v, eligible=True)
+    found.append(got)
+    gain = best_v[rows] - np.minimum(best_v[rows], got[-1])
+    return float((gain * counts).sum())
+
+
 def column_generation(
     tb: Tables,
     cls: np.ndarray,
@@ -258,6 +275,8 @@ def column_generation(
     master = RestrictedMaster(tb, cls, rep, counts)
     is_rep = np.zeros(tb.J, dtype=bool)
     is_rep[rep] = True
+    # classes of interruptible jobs of at most two chunks: their columns are priced over every split
+    split_rows = rep[tb.intr[rep] & (tb.max_chunks[rep] <= 2)]
     for seed in seeds:
         master.add(seed, np.arange(tb.J))
     best, best_m = -np.inf, Multipliers.zeros(tb)
@@ -277,7 +296,9 @@ def column_generation(
         info["primal"] = master.primal()
         m, pi = master.duals()
         found: list = []
-        value, _, _ = evaluate(tb, m, collect=found)
+        value, _, best_v = evaluate(tb, m, collect=found)
+        if len(split_rows):
+            value -= _price_splits(tb, m, split_rows, best_v, counts[cls[split_rows]], found)
         info["rounds"] = int(info["rounds"] or 0) + 1
         trace.append((round(lp_value, 4), round(value, 4)))
         if value > best:

@@ -77,8 +77,9 @@ RINS_MIN_S = 8.0
 # at 0.7 or 0.5 of the time left, for more group moves from its plan after, did no better: 1,000 jobs in 30 s,
 # seeds 0/1/2, 1.86/1.53/0.68 % against 1.87/1.73/0.67 % and 1.85/1.72/0.67 %)
 RINS_RESERVE_S = 0.8
-# time [s] per (interruptible job, hardware) pair kept at the end for the bound over every chunking
-# (``bound.valid_bound``): 1,000 bench jobs, 202 interruptible on 1,212 pairs, took 0.59 s on a loaded 2-core machine
+# time [s] per (interruptible job of more than two chunks, hardware) pair kept at the end for the bound over every
+# chunking (jobs of at most two chunks are priced over every split at once, ``optimizer.chunking``)
+# (``chunking.valid_bound``): 1,000 bench jobs, 202 interruptible on 1,212 pairs, took 0.59 s on a loaded 2-core machine
 CHUNK_BOUND_S_PER_PAIR = 5e-4
 
 
@@ -178,6 +179,7 @@ class SolveRun:
     cand_ls: Candidates  # candidates the local search moves over
     m: Multipliers  # capacity prices: LP duals or Lagrange multipliers
     reserve: float = 0.0  # time [s] kept after ``limit`` for the bound over every chunking
+    unreached: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # rows the first plan missed
     lower: float = -np.inf  # best valid bound so far (at least the Lagrangian value at zero prices)
     lp_converged: bool = False
     info: dict[str, Any] = field(default_factory=dict)  # column generation's report

@@ -3,7 +3,8 @@
 The model's options hold an interruptible job to one run or two chunks of fixed lengths (the rounded-up half
 first, ``tables._splits``); the Problem allows any lengths of at least ``min_chunk_slots`` (and up to
 ``max_chunks`` chunks). Here each planned interruptible job, costliest first, is taken out and put back at its
-cheapest single run or two-chunk run over every split that fits the capacity left, when that is cheaper.
+cheapest single run or two-chunk run over every split that fits the capacity left, when that is cheaper; the
+interruptible jobs it leaves out are tried first.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from optimizer.tables import Tables, power_mw
 
 
 def rechunk(tb: Tables, ch: Choice, *, time_limit_s: float) -> Choice:
-    """Move interruptible jobs of plan ``ch`` (fitting every capacity) to cheaper chunkings for ``time_limit_s``
-    [s]; returns a plan that fits every capacity with an objective no higher than ``ch``'s."""
+    """Move interruptible jobs of plan ``ch`` (fitting every capacity) to cheaper chunkings, and place the ones it
+    leaves out where they fit, for ``time_limit_s`` [s]; returns a plan that fits every capacity with a penalised
+    objective no higher than ``ch``'s."""
     t0 = time.perf_counter()
     ch = ch.copy()
-    on = (ch.r >= 0) & tb.intr
+    on = tb.intr  # the planned ones, and the ones left out (first: a job that fits only in an unusual split)
     if not on.any():
         return ch
     cost = np.where(ch.r >= 0, option_objective(tb, ch), np.inf)
@@ -33,11 +35,14 @@ def rechunk(tb: Tables, ch: Choice, *, time_limit_s: float) -> Choice:
     # the costliest runs first: where a better chunking saves most
     for row_ in sorted(np.flatnonzero(on), key=lambda j: -cost[j]):
         row = int(row_)
-        if time.perf_counter() - t0 > time_limit_s:
+        spent = time.perf_counter() - t0
+        # the jobs left out (first) are tried even past the limit, for at most 0.05 s more
+        if spent > time_limit_s and (np.isfinite(cost[row]) or spent > time_limit_s + 0.05):
             break
         res.apply(tb, ch, row, +1)
         found = _best_run(tb, res, cum, row)
-        if found is not None and found[0] < cost[row] - 1e-9 * max(1.0, abs(cost[row])):
+        left_out = not np.isfinite(cost[row])
+        if found is not None and (left_out or found[0] < cost[row] - 1e-9 * max(1.0, abs(cost[row]))):
             ch.set(row, found[1])
             cost[row] = found[0]
         res.apply(tb, ch, row, -1)
@@ -45,8 +50,8 @@ def rechunk(tb: Tables, ch: Choice, *, time_limit_s: float) -> Choice:
 
 
 def _best_run(tb: Tables, res: Residual, cum: np.ndarray, row: int) -> tuple[float, Option] | None:
-    """Cheapest single run or two-chunk run (any split, a slot or more between the chunks) of ``row`` that fits
-    ``res``, over its eligible (region, hardware) pairs: ``(objective, option)``."""
+    """Cheapest single run or two-chunk run (any split, the second chunk starting when or after the first ends) of
+    ``row`` that fits ``res``, over its eligible (region, hardware) pairs: ``(objective, option)``."""
     rel, dl, g = int(tb.rel[row]), int(tb.dl[row]), int(tb.g[row])
     ovh, low = int(tb.ovh[row]), max(1, int(tb.min_chunk[row]))
     best: tuple[float, Option] | None = None
@@ -64,11 +69,12 @@ def _best_run(tb: Tables, res: Residual, cum: np.ndarray, row: int) -> tuple[flo
                 best = (float(value[i, j]), Option(int(rr[i]), h, int(starts[j]), dur, 0, 0))
         for a in range(low, dur + ovh - low + 1):
             b = dur + ovh - a
-            if dl - rel < a + b + 1:
+            if dl - rel < a + b:
                 continue
-            first, sa = _runs(cums, a, rel, dl - b - 1 - a)
-            second, sb = _runs(cums, b, rel + a + 1, dl - b)
-            # second[k] starts a + 1 slots after first[k]: any first chunk up to k goes with it
+            first, sa = _runs(cums, a, rel, dl - b - a)
+            second, sb = _runs(cums, b, rel + a, dl - b)
+            # second[k] starts a slots after first[k] (a resume right after the first chunk is allowed: at negative
+            # prices the overhead can pay): any first chunk up to k goes with it
             total = np.minimum.accumulate(first, axis=1) + second
             i, k = np.unravel_index(int(np.argmin(total)), total.shape)
             if np.isfinite(total[i, k]) and (best is None or total[i, k] < best[0]):

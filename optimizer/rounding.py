@@ -18,9 +18,10 @@ from optimizer.tables import Tables
 
 
 def runnable_columns(table: np.ndarray) -> np.ndarray:
-    """Mask of LP columns that are runnable (the bound's overlapping two-chunk relaxations are not)."""
+    """Mask of LP columns that are runnable: one run, or a second chunk starting when or after the first ends
+    (``check_plan`` accepts a resume right after a chunk; at negative prices it can pay)."""
     s1, l1, s2, l2 = table[:, 3], table[:, 4], table[:, 5], table[:, 6]
-    return (l2 == 0) | (s2 >= s1 + l1 + 1)
+    return (l2 == 0) | (s2 >= s1 + l1)
 
 
 def round_lp(

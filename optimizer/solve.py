@@ -31,7 +31,7 @@ kept by the run's :class:`optimizer.pipeline.Incumbent`, and the share of time e
 
 The gap is reported against the best valid bound: the LP, the ascent and CP-SAT bound the model's runs (one run, or
 two chunks), and where interruptible jobs could do better in other chunkings (``Job.max_chunks``) the bound is
-lowered to each job's best chunking at the final prices (``bound.valid_bound``); nothing is claimed optimal
+lowered to each job's best chunking at the final prices (``chunking.valid_bound``); nothing is claimed optimal
 unless proven against it.
 """
 
@@ -40,16 +40,19 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import numpy as np
+
 from optimizer import phases_bound as bound_phases
 from optimizer import phases_search as search_phases
 from optimizer.assemble import assemble_plan, choice_of
-from optimizer.bound import Choice, Multipliers, evaluate, valid_bound
+from optimizer.bound import Choice, Multipliers, evaluate
 from optimizer.candidates import Candidates, place_fast
+from optimizer.chunking import valid_bound
 from optimizer.cpsat import build_classes
 from optimizer.grid import prefer_earliest
 from optimizer.heuristic import greedy_order, penalised_objective, place, size_order
 from optimizer.pipeline import CHUNK_BOUND_S_PER_PAIR, SHARE, Incumbent, Phase, SolveRun, cap_ok
-from optimizer.plan import Plan, PlanStatus, SolveStats, UnplannedReason
+from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
 from optimizer.problem import Objective, ObjectiveKind, Problem, SolveParams
 from optimizer.tables import Tables, build_tables
 
@@ -75,6 +78,15 @@ PIPELINE: tuple[Phase, ...] = (
     search_phases.rins_collect,
     bound_phases.collect_ascent,
 )
+#: Phases that run even when the time is up: they read the bound so far and collect the second worker's results.
+CLOSING: frozenset[Phase] = frozenset({bound_phases.cpsat, search_phases.rins_collect, bound_phases.collect_ascent})
+#: Share of the allowed time (the limit + 10 % + 0.5 s) the tables and the first plan may take; the jobs beyond
+#: what fits in it (latest deadlines first) are left out as ``not_solved`` without being examined.
+FIRST_PLAN_SHARE = 0.6
+#: Time a job's tables and first plan take at most [s per job], to decide without measuring that an instance fits:
+#: twice the slowest seen (0.75 ms a job at 1,000 bench jobs on the 16-core bench machine, 0.43 ms at 100,000)
+FAST_S_PER_JOB = 2e-3
+SAMPLE_JOBS = 200  # jobs whose tables are timed to size the rest
 
 
 def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name: str = "gridshift") -> Plan:
@@ -96,6 +108,14 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     """
     params = params or SolveParams()
     t0 = time.perf_counter()
+    kept = jobs_in_time(problem, params.time_limit_s)
+    if kept is not None:
+        return _solve_part(problem, params, kept, t0, name)
+    return _solve(problem, params, t0, name)
+
+
+def _solve(problem: Problem, params: SolveParams, t0: float, name: str) -> Plan:
+    """The pipeline over every job of ``problem``, from ``t0`` (perf_counter [s])."""
     phases: dict[str, float] = {}
     cost_plan = None
     if problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP:
@@ -119,8 +139,68 @@ def solve_gridshift(problem: Problem, params: SolveParams | None = None, *, name
     if cost_plan is not None:
         run.best.offer(choice_of(tb, cost_plan), start=True, label="cost plan")
     for phase in PIPELINE:
-        phase(run)
+        # the time is up: only the phases that close the run (the bound so far, the second worker's results)
+        if run.left() > 0 or phase in CLOSING:
+            phase(run)
     return finish_run(run, name)
+
+
+def allowed_s(limit: float) -> float:
+    """Wall time a solve with time limit ``limit`` [s] may take: the limit plus 10 % plus 0.5 s."""
+    return 1.1 * max(0.0, limit) + 0.5
+
+
+def jobs_in_time(problem: Problem, limit: float) -> list[int] | None:
+    """The jobs whose tables and first plan fit in :data:`FIRST_PLAN_SHARE` of the allowed time, earliest deadline
+    first (indices into ``problem.jobs``), or None when all of them do.
+
+    When the instance is too big to be sure, the tables of the :data:`SAMPLE_JOBS` earliest jobs and of half as
+    many are timed (a fixed part and a part per job) and the tables may take half the first plan's time; the
+    greedy plan after them stops at the first plan's deadline (:func:`start_run`), the jobs it did not reach left out
+    as ``not_solved`` too.
+    """
+    n = len(problem.jobs)
+    t0 = time.perf_counter()
+    budget = FIRST_PLAN_SHARE * allowed_s(limit)
+    if n * FAST_S_PER_JOB <= budget:
+        return None
+    order = sorted(range(n), key=lambda k: (problem.jobs[k].deadline_slot, k))
+    took = []
+    for size in (min(n, SAMPLE_JOBS // 2), min(n, SAMPLE_JOBS)):
+        t = time.perf_counter()
+        build_tables(dataclasses.replace(problem, jobs=tuple(problem.jobs[k] for k in order[:size])))
+        took.append((size, time.perf_counter() - t))
+    (n1, t1), (n2, t2) = took
+    per_job = max((t2 - t1) / max(1, n2 - n1), 0.2 * t2 / n2)
+    fixed = max(0.0, t2 - per_job * n2)
+    # the tables get half the first plan's time; the greedy plan stops at its deadline (start_run)
+    room = 0.5 * budget - (time.perf_counter() - t0) - fixed
+    fit = int(max(0.0, room) / per_job)
+    return None if fit >= n else sorted(order[:fit])
+
+
+def _solve_part(problem: Problem, params: SolveParams, kept: list[int], t0: float, name: str) -> Plan:
+    """Plan only the jobs ``kept`` (in the time left), the others left out as ``not_solved``, unexamined."""
+    part = dataclasses.replace(problem, jobs=tuple(problem.jobs[k] for k in kept))
+    plan = _solve(part, params, t0, name)
+    skipped = np.ones(len(problem.jobs), dtype=bool)
+    skipped[kept] = False
+    detail = "time limit: not examined (the jobs with the earliest deadlines were planned first)"
+    rest = tuple(Unplanned(problem.jobs[k].job_id, UnplannedReason.NOT_SOLVED, detail) for k in np.flatnonzero(skipped))
+    note = f"time limit: {len(kept)} of {len(problem.jobs)} jobs examined, earliest deadlines first"
+    stats = dataclasses.replace(
+        plan.stats,
+        wall_s=time.perf_counter() - t0,
+        num_jobs=len(problem.jobs),
+        notes=(*plan.stats.notes, note),
+    )
+    # the bound and gap are those of the jobs examined; the others' penalties are not bounded
+    status = PlanStatus.FEASIBLE if plan.status is PlanStatus.OPTIMAL else plan.status
+    if not kept:
+        status = PlanStatus.NO_SOLUTION
+    return dataclasses.replace(
+        plan, unplanned=plan.unplanned + rest, stats=stats, status=status, penalised_bound=None
+    )
 
 
 def start_run(tb: Tables, params: SolveParams, t0: float, t: float, phases: dict[str, float]) -> SolveRun:
@@ -133,7 +213,10 @@ def start_run(tb: Tables, params: SolveParams, t0: float, t: float, phases: dict
     floor, ch0, _ = evaluate(tb, Multipliers.zeros(tb), collect=found0)  # a bound whatever comes after
     eval_s = time.perf_counter() - eval_t0
     cand0 = Candidates(tb, found0)
-    greedy = place_fast(tb, order, cand0) if not capped else place(tb, order)
+    # the first plan stops at its deadline; the jobs it did not reach are not examined (left out as not_solved)
+    reached: list[int] = []
+    stop_at = t0 + FIRST_PLAN_SHARE * allowed_s(params.time_limit_s)
+    greedy = place_fast(tb, order, cand0, stop_at=stop_at, reached=reached) if not capped else place(tb, order)
     if capped and not cap_ok(tb, greedy):
         price_only = Multipliers.zeros(tb, nu=1e6)  # cheapest plan, to satisfy the cap first
         greedy = place(tb, order, nu=price_only.nu)
@@ -144,8 +227,11 @@ def start_run(tb: Tables, params: SolveParams, t0: float, t: float, phases: dict
     phases["greedy"] = round(greedy_s, 4)
     cls, rep, counts = build_classes(tb)
     # the bound over every chunking is computed at the end (finish_run): its time is kept from the start
-    pairs = int(tb.allowed[tb.intr].any(axis=1).sum())
-    reserve = min(0.25 * params.time_limit_s, 0.05 + eval_s + CHUNK_BOUND_S_PER_PAIR * pairs) if pairs else 0.0
+    # (at the final prices and at zero prices: an evaluation and the two-chunk pricing of every split, ~0.5
+    # evaluation, each; the DP for jobs of more chunks)
+    pairs = int(tb.allowed[tb.intr & (tb.max_chunks > 2)].any(axis=1).sum())
+    need = 0.05 + 3 * eval_s + 2 * CHUNK_BOUND_S_PER_PAIR * pairs
+    reserve = min(0.25 * params.time_limit_s, need) if tb.intr.any() else 0.0
     return SolveRun(
         reserve=reserve,
         tb=tb,
@@ -173,6 +259,7 @@ def start_run(tb: Tables, params: SolveParams, t0: float, t: float, phases: dict
         cand_ls=cand0,
         m=Multipliers.zeros(tb),
         lower=float(floor),
+        unreached=order[reached[0] :] if reached else order[:0],
     )
 
 
@@ -184,10 +271,18 @@ def finish_run(run: SolveRun, name: str) -> Plan:
         run.notes.append("no plan found within the cost cap")
     penalised = penalised_objective(tb, best.plan)
     bound, status = run.bound, run.status
-    if tb.intr.any():
+    if tb.intr.any() and run.left() + run.reserve <= 0:
+        # no time left for the bound over every chunking: no bound is claimed
+        run.notes.append("bound: no time left for the bound over every chunking")
+        bound, status = -np.inf, PlanStatus.FEASIBLE
+    elif tb.intr.any():
         # the bounds above hold for runs of at most two chunks; the Problem allows any chunking
         # the DP where its time was kept, else the cheapest-slots floor (weaker, found by a sort)
-        safe = valid_bound(tb, run.m, exact=run.left() + run.reserve > 0.5 * run.reserve)
+        exact = run.left() + run.reserve > 0.5 * run.reserve
+        safe = valid_bound(tb, run.m, exact=exact)
+        if safe < bound - 1e-9 * max(1.0, abs(bound)) and (run.m.lam.any() or run.m.mu.any()):
+            # the bound so far may come from zero prices (every job at its best option), not from ``run.m``
+            safe = max(safe, valid_bound(tb, Multipliers.zeros(tb), exact=exact))
         undercut = safe < bound - 1e-9 * max(1.0, abs(bound))
         if undercut:
             run.notes.append(f"bound: {bound:.6g} for one or two chunks, {safe:.6g} for any chunking")
@@ -215,6 +310,26 @@ def finish_run(run: SolveRun, name: str) -> Plan:
     reason = UnplannedReason.CAPACITY
     if not cap_ok(tb, plan):
         plan, status, reason = Choice.empty(tb.J), PlanStatus.NO_SOLUTION, UnplannedReason.NOT_SOLVED
-    return assemble_plan(
+    out = assemble_plan(
         tb, plan, solver=name, status=status, bound=bound, penalised=penalised, stats=stats, left_out_reason=reason
+    )
+    return _not_reached(tb, run.unreached[plan.r[run.unreached] < 0], out)
+
+
+def _not_reached(tb: Tables, rows: np.ndarray, plan: Plan) -> Plan:
+    """``plan`` with the jobs ``rows`` (left out, never tried by the first plan before its deadline) given as
+    ``not_solved`` rather than ``capacity``; not optimal when there are any, ``no_solution`` when nothing is planned."""
+    if not len(rows):
+        return plan
+    ids = {tb.problem.jobs[int(tb.rows[k])].job_id for k in rows}
+    detail = "time limit: not examined (the first plan stopped at its deadline)"
+    unplanned = tuple(
+        Unplanned(u.job_id, UnplannedReason.NOT_SOLVED, detail) if u.job_id in ids else u for u in plan.unplanned
+    )
+    status = PlanStatus.FEASIBLE if plan.status is PlanStatus.OPTIMAL else plan.status
+    if not plan.assignments:
+        status = PlanStatus.NO_SOLUTION  # the time ran out before any job was placed
+    notes = (*plan.stats.notes, f"time limit: the first plan reached {tb.J - len(rows)} of {tb.J} jobs in time")
+    return dataclasses.replace(
+        plan, unplanned=unplanned, status=status, stats=dataclasses.replace(plan.stats, notes=notes)
     )

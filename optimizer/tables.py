@@ -15,7 +15,8 @@ import numpy as np
 
 from optimizer.plan import Unplanned, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem
-from optimizer.windows import JobArrays, Segments, curves_of, restrict, start_windows
+from optimizer.splits import best_two_chunks
+from optimizer.windows import Curves, JobArrays, Segments, curves_of, restrict, start_windows
 
 BIG = 1e12  # stand-in for +inf in cumulative sums (NaN-free arithmetic)
 
@@ -157,6 +158,25 @@ _REASONS = {
 }
 
 
+def _fits_in_two_chunks(cur: Curves, ja: JobArrays, elig: np.ndarray, stage: np.ndarray) -> None:
+    """Mark plannable the interruptible jobs that fit alone in two chunks of some split other than the model's own
+    (``start_windows`` tries the rounded-up half only): around a gap in prices, GPUs or power a 1 + 3 split may fit
+    where 2 + 2 does not. Raises ``stage`` to 5 and sets ``elig`` where they do."""
+    T = cur.cap.shape[2]
+    for i in np.flatnonzero(ja.intr & (stage < 5)):
+        for r, h in zip(*np.nonzero(ja.allowed[i]), strict=True):
+            total = int(ja.dur[i, h] + ja.ovh[i])
+            if ja.dur[i, h] <= 0 or ja.dl[i] - ja.rel[i] < total:
+                continue
+            kw = ja.g[i] * ja.pkw[i, h] * cur.pue[r]
+            usable = cur.valid[r] & (cur.cap[r, h] >= ja.g[i]) & (cur.kw_cap[r] >= kw - 1e-9)
+            usable &= (np.arange(T) >= ja.rel[i]) & (np.arange(T) < ja.dl[i])
+            value = np.where(usable, 0.0, np.inf)[None, :]
+            if np.isfinite(best_two_chunks(value, np.array([total]), np.array([ja.min_chunk[i]]))[0][0]):
+                elig[i, r, h] = True
+                stage[i] = 5
+
+
 def build_tables(problem: Problem) -> Tables:
     """Validate ``problem`` and build its arrays and start windows.
 
@@ -193,6 +213,7 @@ def build_tables(problem: Problem) -> Tables:
     # stage[j] = how far the best (r, h) got: 0 no hw, 1 window, 2 gpus, 3 power, 4 prices, 5 feasible
     stage = np.zeros(J, dtype=np.int64)
     elig, contig, halves = start_windows(cur, ja, stage)
+    _fits_in_two_chunks(cur, ja, elig, stage)
     plannable = stage >= 5
     for left_out in np.flatnonzero(~plannable):
         reason, detail = _REASONS[int(stage[left_out])]

@@ -6,6 +6,7 @@ Used by :func:`optimizer.tables.build_tables` only; ``Segments`` is what the bou
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -46,17 +47,18 @@ class Segments:
 MAX_SPLITS = 1
 
 
-def _splits(dur: int, ovh: int, min_chunk: int) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=4096)
+def _splits(dur: int, ovh: int, min_chunk: int) -> tuple[tuple[int, int], ...]:
     """Lengths ``(a, b)`` of the two chunks of an interruptible run (``a + b = dur + ovh``, each at least
     ``min_chunk``, the first shorter than ``dur``): the rounded-up half first, then up to ``MAX_SPLITS - 1`` more
     spread from the shortest first chunk to the longest."""
     lo, hi = max(1, min_chunk), min(dur - 1, dur + ovh - min_chunk)
     if hi < lo:
-        return []
+        return ()
     half = min(max(math.ceil(dur / 2), lo), hi)
     spread = np.unique(np.linspace(lo, hi, MAX_SPLITS).round().astype(int)).tolist()
     firsts = [half, *[a for a in spread if a != half][: MAX_SPLITS - 1]]
-    return [(a, dur + ovh - a) for a in firsts]
+    return tuple((a, dur + ovh - a) for a in firsts)
 
 
 def _two_chunk_feasible(seg_a: Segments, seg_b: Segments) -> np.ndarray:

@@ -122,17 +122,17 @@ def test_batch_upload_reads_times_in_the_users_zone_and_names_bad_lines(page, li
     day = (datetime.now(berlin) + timedelta(days=1)).date()
     release = datetime.combine(day, time(10, 0), berlin)
     bad = tmp_path / "bad.csv"
-    bad.write_text("name,gpu_count,reference_gpu_hours,release_at,deadline_at\n"
-                   f"r1,2,4,{day} 10:00,{day + timedelta(days=1)} 10:00\n"
-                   f"r2,100000,4,{day} 10:00,{day + timedelta(days=1)} 10:00\n")
+    bad.write_text("name,command,gpu_count,reference_gpu_hours,release_at,deadline_at\n"
+                   f"r1,true,2,4,{day} 10:00,{day + timedelta(days=1)} 10:00\n"
+                   f"r2,true,100000,4,{day} 10:00,{day + timedelta(days=1)} 10:00\n")
     page.set_input_files("#batch-file", str(bad))
     page.click("#batch-btn")
     err = page.wait_for_selector("#batch-error").inner_text()
     assert "jobs[1].gpu_count" in err and "jobs[0]" not in err
     good = tmp_path / "good.csv"
-    good.write_text("name,workload_class,gpu_count,reference_gpu_hours,release_at,deadline_at,allowed_regions\n"
-                    f"r1,rendering,2,4,{day} 10:00,{day + timedelta(days=1)} 10:00,fr-par;es-mad\n"
-                    f"r2,rendering,1,2,{day} 10:00,{day + timedelta(days=1)} 10:00,\n")
+    good.write_text("name,command,workload_class,gpu_count,reference_gpu_hours,release_at,deadline_at,allowed_regions\n"
+                    f"r1,blender -b scene.blend,rendering,2,4,{day} 10:00,{day + timedelta(days=1)} 10:00,fr-par;es-mad\n"
+                    f"r2,blender -b scene.blend,rendering,1,2,{day} 10:00,{day + timedelta(days=1)} 10:00,\n")
     page.set_input_files("#batch-file", str(good))
     page.click("#batch-btn")
     assert "Stored 2 jobs" in page.wait_for_selector("#batch-ok").inner_text()
@@ -144,7 +144,8 @@ def test_batch_upload_reads_times_in_the_users_zone_and_names_bad_lines(page, li
     assert datetime.fromisoformat(first["release_at"]) == release  # 10:00 Berlin, stored as UTC
     assert first["allowed_regions"] == ["fr-par", "es-mad"]
     as_json = tmp_path / "jobs.json"
-    as_json.write_text(json.dumps({"jobs": [{"name": "<img src=x onerror=alert(1)>j1", "gpu_count": 1, "reference_gpu_hours": 2,
+    as_json.write_text(json.dumps({"jobs": [{"name": "<img src=x onerror=alert(1)>j1", "command": "true", "gpu_count": 1,
+                                             "reference_gpu_hours": 2,
                                              "release_at": release.isoformat(),
                                              "deadline_at": (release + timedelta(days=1)).isoformat()}]}))
     page.goto(live_server.url + "/ui/submit")

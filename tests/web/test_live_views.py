@@ -34,7 +34,7 @@ def test_reports_page_draws_charts_and_separates_settled_from_planned(page, live
 
 def test_operator_jobs_list_has_tenants_and_a_tenant_filter(page, live_server):
     sign_in(page, live_server, "ml-platform", "/ui/submit")  # a job of one tenant, submitted through the API
-    page.evaluate("""async () => GS.api("POST", "/api/v1/jobs", {name: "live-1", workload_class: "training",
+    page.evaluate("""async () => GS.api("POST", "/api/v1/jobs", {name: "live-1", workload_class: "training", command: "true",
         gpu_count: 1, reference_gpu_hours: 1, release_at: new Date().toISOString(),
         deadline_at: new Date(Date.now() + 86400000).toISOString()})""")
     page.context.clear_cookies()

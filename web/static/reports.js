@@ -73,8 +73,12 @@
     $("pdf-link").href = "/api/v1/reports/monthly.pdf?" + q;
     const tb = document.querySelector("#report-table tbody");
     try {
-      const months = await GS.busy("Computing the report", () => Promise.all(
-        monthsBefore(month, 6).map((m) => GS.api("GET", "/api/v1/reports/monthly?" + query(m)))));
+      // one month after another: a tenant runs at most GRIDSHIFT_COST_CONCURRENCY expensive requests at once
+      const months = await GS.busy("Computing the report", async () => {
+        const out = [];
+        for (const m of monthsBefore(month, 6)) out.push(await GS.api("GET", "/api/v1/reports/monthly?" + query(m)));
+        return out;
+      });
       const rep = months[months.length - 1];
       const cur = GS.esc(rep.currency);
       const pct = (p) => (p === null || p === undefined ? "" : ` (${GS.num(p, 1)} %)`);
