@@ -179,3 +179,32 @@ def fit_gpu_caps(problem: Problem, plan: Plan, levels: Mapping[str, int]) -> tup
     return _trimmed(problem, plan, keep), out
 
 
+
+
+def budget_prefilter(problem: Problem) -> tuple[set[str], list[Unplanned]]:
+    """Jobs that no placement fits in their tenant's remaining budgets, with reason ``budget``: each one's least
+    possible energy (GPUs x the least power x run time over its hardware, at the lowest PUE) already exceeds the
+    energy budget, or its least cost or carbon (that energy at the horizon's lowest non-negative price or carbon
+    intensity) the cost or carbon budget. Planning them would only have them taken out afterwards."""
+    pue = min((r.pue for r in problem.regions), default=1.0)
+    prices = [p * problem.fx(r.currency) for r in problem.regions for p in r.price_per_mwh if p == p]
+    carbon = [c for r in problem.regions for c in r.carbon_g_per_kwh if c == c and c >= 0]
+    low_price = min(prices, default=0.0)
+    low_ci = min(carbon, default=0.0)
+    out: list[Unplanned] = []
+    for job in problem.jobs:
+        budgets = problem.tenant_policy(job.tenant).budgets()
+        if not budgets:
+            continue
+        runs = [problem.job_power_kw_per_gpu(job, hw) * d for hw, d in job.duration_slots.items()
+                if d > 0 and (job.allowed_hardware is None or hw in job.allowed_hardware)]
+        if not runs or job.gpus <= 0:
+            continue
+        energy = job.gpus * min(runs) * pue * problem.slot_hours
+        least = {"energy_kwh": energy, "cost": energy * max(0.0, low_price) / 1000.0,
+                 "carbon_kg": energy * low_ci / 1000.0}
+        short = [f"{m} needs at least {least[m]:.3f}, remaining {b:.3f}" for m, b in budgets.items()
+                 if m in least and least[m] > b * (1 + 1e-9) + 1e-9]
+        if short:
+            out.append(Unplanned(job.job_id, UnplannedReason.BUDGET, f"tenant {job.tenant!r}: " + "; ".join(short)))
+    return {u.job_id for u in out}, out

@@ -37,7 +37,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
-from optimizer.budgets import fit_budgets, fit_gpu_caps, totals_plan
+from optimizer.budgets import budget_prefilter, fit_budgets, fit_gpu_caps, totals_plan
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
 from optimizer.problem import Job, Problem, SolveParams
 from optimizer.residual import merge_plans, residual_problem
@@ -234,6 +234,10 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
     work = {j.job_id: job_gpu_hours(problem, j) for j in problem.jobs}
     tenant = {j.job_id: j.tenant for j in problem.jobs}
     levels = tenant_levels(problem)
+    full = problem
+    excluded, over_budget = budget_prefilter(problem)  # no placement fits their budgets: never planned
+    if excluded:
+        problem = dataclasses.replace(problem, jobs=tuple(j for j in problem.jobs if j.job_id not in excluded))
     phases: dict[str, float] = {}
 
     def left() -> float:
@@ -322,7 +326,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         if _rank(problem, again_fit, work, tenant, most) <= _rank(problem, final, work, tenant, most):
             final, budget_out = again_fit, again_out
     shares = measure(problem, final, work, tenant)
-    return _finish(problem, final, budget_out, shares, name, phases, time.perf_counter() - t0)
+    return _finish(full, final, [*over_budget, *budget_out], shares, name, phases, time.perf_counter() - t0)
 
 
 def _trim(blind: Plan, got: _Shares, work: Mapping[str, float], tenant: Mapping[str, str],

@@ -94,7 +94,8 @@ def test_a_cost_budget_moves_nothing_it_need_not_and_frees_capacity_for_others()
     plan = solve(pb, PARAMS)
     assert check_plan(pb, plan).ok
     assert planned_by(plan, "b") == 0 and planned_by(plan, "a") == 12
-    assert all("cost short" in u.detail for u in plan.unplanned if u.reason is UnplannedReason.BUDGET)
+    budget = [u for u in plan.unplanned if u.reason is UnplannedReason.BUDGET]
+    assert len(budget) == 4 and all("cost" in u.detail and "remaining 0.000" in u.detail for u in budget)
 
 
 def test_quotas_on_gpu_hours_and_gpus_at_once_hold():
