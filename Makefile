@@ -10,7 +10,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .PHONY: venv runtimes lock lock-upgrade lock-check run seed test test-db lint typecheck bench-api bench-plan bench-forecast bench-dispatch bench-faults \
-        bench-load bench-profile bench-web bench-replay bench-slurm-submit bench-retention bench-bound screenshots \
+        bench-load bench-abuse bench-profile bench-web bench-replay bench-slurm-submit bench-retention bench-bound screenshots \
         test-connectors bench-api-faults compose-check clean
 
 UV_VERSION := 0.13.9
@@ -90,6 +90,8 @@ bench-faults: venv
 	$(BIN)/python bench/faults.py
 bench-load: venv
 	$(BIN)/python bench/load_bench.py --json
+bench-abuse: venv
+	$(BIN)/python bench/abuse_bench.py --json
 bench-api-faults: venv
 	$(BIN)/python bench/api_faults.py --json
 bench-profile: venv

@@ -26,11 +26,14 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     logging.getLogger("cmdstanpy").setLevel(logging.WARNING)
 
-    from app import api, celery_app, extensions, security, web
+    from app import api, celery_app, costs, extensions, logs, metrics, security, web
 
+    logs.init_app(app, settings)
     extensions.init_app(app, settings)
     api.init_app(app)
     security.init_app(app)
+    costs.init_app(app)
+    metrics.init_app(app, settings)
     web.init_app(app)
     celery_app.celery_init_app(app, settings)
     return app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -49,16 +50,45 @@ class Settings:
     max_batch_jobs: int = 10_000
     max_content_length: int = 32 * 1024 * 1024
     page_size_max: int = 500
+    log_max_bytes: int = 1024 * 1024  # most of a run's log one request returns [bytes]
     rate_limit: str = "600 per minute"
     rate_limit_storage_url: str = "memory://"
+    # proxies whose X-Forwarded-For is believed (addresses or CIDR networks, e.g. "172.28.0.10,10.0.0.0/8")
+    trusted_proxies: tuple[str, ...] = ()
+    # per tenant, whichever of its tokens asks: the budget of expensive work (units of ~10 ms CPU; "" turns it off),
+    # how many expensive requests may run at once, how long a monthly report answer is reused [s]
+    cost_budget: str = "600 per minute"
+    cost_concurrency: int = 2
+    report_cache_s: float = 60.0
+    max_tokens_per_tenant: int = 50  # live (unrevoked, unexpired) API tokens a tenant may hold
     auth_cache_s: float = 5.0  # how long a process trusts a resolved bearer token (0: ask the database every time)
     runtime_timeout_s: float = 30.0
     local_runtime_dir: Path = Path("var/runs")
     session_cookie_secure: bool = False
+    # /metrics: a bearer token scrapes must carry (empty: none), else loopback clients only unless this is false
+    metrics_token: str = ""
+    metrics_loopback_only: bool = True
+    # gunicorn's workers share their HTTP counts through this folder; read from PROMETHEUS_MULTIPROC_DIR, the
+    # variable prometheus_client itself reads (a GRIDSHIFT_ name would not reach the library)
+    metrics_multiproc_dir: Path | None = None
+    log_format: str = "text"  # text or json (one JSON object a line, with request and run ids)
+    log_level: str = "INFO"
     testing: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for proxy in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"GRIDSHIFT_TRUSTED_PROXIES (Settings.trusted_proxies): {proxy!r} is not an address or a network"
+                ) from None
+        if self.log_format not in ("text", "json"):
+            raise ValueError(f"GRIDSHIFT_LOG_FORMAT (Settings.log_format): {self.log_format!r} is not text or json")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError(f"GRIDSHIFT_LOG_LEVEL (Settings.log_level): {self.log_level!r} is not DEBUG, INFO, "
+                             "WARNING, ERROR or CRITICAL")
         try:
             object.__setattr__(self, "objective", ObjectiveKind(self.objective))
         except ValueError:
@@ -112,11 +142,15 @@ class Settings:
             name = key[len("GRIDSHIFT_") :].lower()
             if name == "shared_data" or name.startswith("test_"):
                 continue  # read by tests and benches only
+            if name == "metrics_multiproc_dir":
+                raise ValueError(f"{key}: set PROMETHEUS_MULTIPROC_DIR instead (prometheus_client reads it itself)")
             if name not in known:
                 raise ValueError(f"{key}: unknown setting; known: {', '.join(sorted(k.upper() for k in known))}")
             values[name] = _coerce(key, known[name].type, raw)
             if name == "plan_retention_days" and values[name] < 0:
                 raise ValueError(f"{key}: must be 0 (keep every plan's rows) or a number of days, got {raw!r}")
+        if env.get("PROMETHEUS_MULTIPROC_DIR"):
+            values["metrics_multiproc_dir"] = Path(env["PROMETHEUS_MULTIPROC_DIR"])
         values.update(overrides)
         return replace(cls(), **values)
 

@@ -80,6 +80,15 @@ class PlanStatus(StrEnum):
     FAILED = "failed"
 
 
+class PlanRunState(StrEnum):
+    """Where an asked-for plan run is: waiting for a worker, solving, or done one way or the other."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
 class ForecastRunStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+#: An error answer lists at most this many field errors, then says how many there were in all (``error_count``):
+#: a 10,000-job batch with 200 bad fields each once answered 190 MB.
+MAX_ERRORS = 100
+
 
 @dataclass(frozen=True, slots=True)
 class FieldError:
@@ -24,6 +28,7 @@ class ServiceError(Exception):
     status: int = 400
     title: str = "Bad request"
     extra: dict[str, Any] = field(default_factory=dict)
+    error_count: int | None = None  # how many errors in all, when more than ``errors`` holds
 
     def __str__(self) -> str:
         if not self.errors:
@@ -32,8 +37,10 @@ class ServiceError(Exception):
 
 
 class ValidationFailed(ServiceError):
-    def __init__(self, detail: str, errors: list[FieldError] | None = None, **extra: Any) -> None:
-        super().__init__(detail, errors or [], 422, "Validation failed", extra)
+    def __init__(
+        self, detail: str, errors: list[FieldError] | None = None, *, error_count: int | None = None, **extra: Any
+    ) -> None:
+        super().__init__(detail, errors or [], 422, "Validation failed", extra, error_count)
 
 
 class NotFound(ServiceError):

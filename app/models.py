@@ -18,10 +18,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.db import Base, utcnow
+from app.db import Base, JSONType, utcnow
 from app.enums import (
     ForecastRunStatus,
     JobState,
+    PlanRunState,
     PlanStatus,
     ProfileSource,
     Role,
@@ -58,6 +59,16 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None]
     last_used_at: Mapped[datetime | None]
     tenant: Mapped[Tenant] = relationship()
+
+
+class WebSession(Base):
+    """A dashboard session, server side: the cookie carries its random id; signing out deletes the row."""
+
+    __tablename__ = "web_sessions"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sid_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of the cookie's session id
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Region(Base):
@@ -163,6 +174,7 @@ class Job(Base):
     command: Mapped[str | None] = mapped_column(Text)
     image: Mapped[str | None] = mapped_column(String(500))
     env: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    secret_env_encrypted: Mapped[str | None] = mapped_column(Text)  # Fernet token of the job's secret env (app/crypto)
     state: Mapped[JobState] = mapped_column(_enum(JobState, "job_state"), default=JobState.PENDING)
     state_reason: Mapped[str | None] = mapped_column(Text)
     resume_at: Mapped[datetime | None]  # state paused: planned start of the next chunk
@@ -276,6 +288,25 @@ class Plan(Base):
     pruned_at: Mapped[datetime | None]
     assignments: Mapped[list[Assignment]] = relationship(back_populates="plan", cascade="all, delete-orphan")
     unplanned: Mapped[list[UnplannedJob]] = relationship(cascade="all, delete-orphan")
+
+
+class PlanRun(Base):
+    """A plan someone asked for (``POST /api/v1/plans``), run by a worker; polled until it is done."""
+
+    __tablename__ = "plan_runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    trigger: Mapped[str] = mapped_column(String(32), default="manual")
+    objective: Mapped[str | None] = mapped_column(String(32))  # None: the configured objective
+    requested_by: Mapped[str | None] = mapped_column(String(200))
+    state: Mapped[PlanRunState] = mapped_column(_enum(PlanRunState, "plan_run_state"), default=PlanRunState.QUEUED)
+    phase: Mapped[str] = mapped_column(String(32), default="queued")  # queued, problem, solve, store, done
+    progress: Mapped[float] = mapped_column(Float, default=0.0)  # 0..1
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id", ondelete="SET NULL"))
+    error: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
 
 class Assignment(Base):

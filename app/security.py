@@ -1,8 +1,9 @@
 """Request limits and response hardening: rate limits per token, body size, secure cookies, security headers.
 
 Rate limits come from ``settings.rate_limit`` (e.g. ``"600 per minute"``) and are counted per API token. Failed
-authentications (a 401 from the API, a failed sign-in) are counted per client address against the same figure; an
-address that has spent it is answered 429 before any token it sends is looked up. Counters live in
+authentications (a 401 from the API, a failed sign-in) are counted per client address and per token prefix against
+the same figure; a valid token still passes where only one of them is spent (see ``_refuse_after_failures``). The
+client address honours ``X-Forwarded-For`` only from ``settings.trusted_proxies``. Counters live in
 ``settings.rate_limit_storage_url``: ``memory://`` for the embedded default (one process), ``redis://host:6379/N``
 in production so that every gunicorn worker shares them. A limit storage that is down never takes the API down
 with it: the limiter falls back to in-process counters.
@@ -10,8 +11,11 @@ with it: the limiter falls back to in-process counters.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import ipaddress
 import logging
+import re
 import time
 
 from flask import Flask, current_app, g, request, session
@@ -54,7 +58,41 @@ def rate_limit_key() -> str:
 
 
 def _address() -> str:
-    return f"addr:{request.remote_addr or '-'}"
+    return f"addr:{client_address()}"
+
+
+@functools.lru_cache(maxsize=8)
+def _networks(proxies: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(p, strict=False) for p in proxies)
+
+
+def _trusted(address: str, networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in networks)
+
+
+def client_address() -> str:
+    """The client's address: the peer's, unless the peer is a trusted proxy (``settings.trusted_proxies``).
+
+    Behind trusted proxies, ``X-Forwarded-For`` is read from the right and the first address that is not a trusted
+    proxy is the client's; what a client writes into the header itself stays to the left of it and is never taken.
+    A peer that is not a trusted proxy cannot choose its address through the header.
+    """
+    peer = request.remote_addr or "-"
+    settings: Settings = current_app.config["GRIDSHIFT_SETTINGS"]
+    if not settings.trusted_proxies:
+        return peer
+    networks = _networks(settings.trusted_proxies)
+    if not _trusted(peer, networks):
+        return peer
+    hops = [h.strip() for line in request.headers.getlist("X-Forwarded-For") for h in line.split(",") if h.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, networks):
+            return hop[:64]
+    return hops[0][:64] if hops else peer
 
 
 def _exempt() -> bool:
@@ -83,6 +121,7 @@ def _known_good() -> bool:
 
 
 _FAILURES = ("gridshift", "auth-failures")
+_PREFIX = re.compile(r"^(gs_[0-9a-f]{1,16})_")
 
 
 def _failure_limits() -> list[RateLimitItem]:
@@ -90,20 +129,54 @@ def _failure_limits() -> list[RateLimitItem]:
     return parse_many(settings.rate_limit) if settings.rate_limit else []
 
 
+def _presented_token() -> str:
+    """The token this request presents: the bearer header's, or the sign-in form's; "" for none."""
+    if request.path == "/ui/signin":
+        return request.form.get("token", "").strip()
+    header = request.headers.get("Authorization", "")
+    return header[7:].strip() if header.startswith("Bearer ") else ""
+
+
+def _failure_keys() -> list[str]:
+    """Failed authentications are counted per client address and per token prefix (``gs_<8 hex>``, the public part
+    of a token; "malformed" for anything else)."""
+    token = _presented_token()
+    if not token:
+        return [_address()]
+    match = _PREFIX.match(token)
+    return [_address(), "prefix:" + (match.group(1) if match else "malformed")]
+
+
 def _refuse_after_failures() -> Response | None:
-    """Before authentication: an address that has spent its budget of failed authentications gets 429."""
+    """Before authentication: a request whose address and token prefix have both spent their budget of failed
+    authentications (or whose address has, sending no token) gets 429 without a lookup. When only one of them has,
+    the token is looked up: a valid one passes (users behind one proxy address are not locked out by a guesser among
+    them, nor a token by guesses at its prefix), an invalid one gets 429 instead of 401 (``_count_failure``)."""
     limits = _failure_limits()
     if not limits or not _needs_token() or _known_good():
         return None
     strategy = current_app.extensions["gridshift_limiter"].limiter
+    keys = _failure_keys()
     try:
-        spent = [item for item in limits if not strategy.test(item, *_FAILURES, _address())]
-        if not spent:
-            return None
-        reset_at = max(strategy.get_window_stats(item, *_FAILURES, _address()).reset_time for item in spent)
+        spent = [key for key in keys if any(not strategy.test(item, *_FAILURES, key) for item in limits)]
     except Exception:  # a limit storage that is down never takes the API down (as for the limiter itself)
         log.warning("rate-limit storage unavailable; failed authentications are not counted", exc_info=True)
         return None
+    if not spent:
+        return None
+    g.auth_spent = spent
+    if len(spent) < len(keys):
+        return None  # on probation: looked up; a valid token passes
+    return _too_many_failures(spent)
+
+
+def _too_many_failures(keys: list[str]) -> Response:
+    strategy = current_app.extensions["gridshift_limiter"].limiter
+    try:
+        reset_at = max(strategy.get_window_stats(item, *_FAILURES, key).reset_time
+                       for item in _failure_limits() for key in keys)
+    except Exception:
+        reset_at = time.time() + 60
     wait_s = max(1, int(reset_at - time.time()))
     if request.path == "/ui/signin":  # a person at the form reads why, on the form
         from app.web import signin_page
@@ -112,7 +185,8 @@ def _refuse_after_failures() -> Response | None:
     else:
         from app.api import problem
 
-        resp = problem(429, "Too many requests", "too many failed authentications from this address; retry later")
+        what = "this address" if keys[0].startswith("addr:") else "this token prefix"
+        resp = problem(429, "Too many requests", f"too many failed authentications from {what}; retry later")
     resp.headers["Retry-After"] = str(wait_s)
     return resp
 
@@ -121,10 +195,14 @@ def _count_failure(resp: Response) -> Response:
     if resp.status_code == 401 and _needs_token():
         strategy = current_app.extensions["gridshift_limiter"].limiter
         try:
-            for item in _failure_limits():
-                strategy.hit(item, *_FAILURES, _address())
+            for key in _failure_keys():
+                for item in _failure_limits():
+                    strategy.hit(item, *_FAILURES, key)
         except Exception:
             log.warning("rate-limit storage unavailable; failed authentications not counted", exc_info=True)
+        spent = g.get("auth_spent")
+        if spent:
+            return _harden(_too_many_failures(spent))
     return resp
 
 
@@ -179,6 +257,7 @@ PROBLEM_SCHEMA = {
         "title": {"type": "string"},
         "status": {"type": "integer"},
         "detail": {"type": "string"},
+        "error_count": {"type": "integer", "description": "how many errors in all; `errors` lists the first 100"},
         "errors": {
             "type": "array",
             "items": {

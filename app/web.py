@@ -1,7 +1,8 @@
 """Dashboard wiring: serves web/templates and web/static; the pages read and write only through /api/v1.
 
 The only server-side logic here is the sign-in: a tenant token is checked with ``auth.authenticate`` and the
-session keeps its id (never the secret) and a CSRF token, which the pages send as ``X-CSRF-Token`` on every
+session keeps its id (never the secret), the random id of its server-side record (``auth.open_web_session``: signing
+out, revoking the token or rotating the secret key ends it, whatever copy of the cookie is replayed) and a CSRF token, which the pages send as ``X-CSRF-Token`` on every
 state-changing API call. Charts come from the plotly.js file shipped inside the installed ``plotly`` package and the
 API docs from the ``swagger-ui-bundle`` package: the dashboard needs no internet.
 """
@@ -66,11 +67,10 @@ def plotly_js() -> Response:
 
 
 def _signed_in() -> auth.Principal | None:
-    token_id = session.get("token_id")
-    if not token_id:
+    if not session.get("token_id"):
         return None
     try:
-        return auth.load_principal(extensions.db_session(), int(token_id))
+        return auth.web_session_principal(extensions.db_session(), session.get("sid"), session.get("token_id"))
     except Unauthorized:
         session.clear()
         return None
@@ -117,6 +117,7 @@ def signin() -> Response | str:
                 error = "That token is invalid, expired or revoked."
             else:
                 session.clear()
+                session["sid"] = auth.open_web_session(extensions.db_session(), p.token_id)
                 session["token_id"] = p.token_id
                 session["csrf"] = secrets.token_urlsafe(32)
                 session.permanent = False
@@ -135,6 +136,7 @@ def signin_page(error: str | None, status: int) -> Response:
 @bp.route("/ui/signout", methods=["POST"])
 def signout() -> Response:
     if _same(request.form.get("csrf", ""), session.get("csrf", "")):
+        auth.end_web_session(extensions.db_session(), session.get("sid"))  # a copy of the cookie dies with it
         session.clear()
     return redirect("/ui/signin")
 
@@ -161,7 +163,7 @@ def job_page(job_id: int) -> Response | str:
 
 @bp.route("/ui/plan")
 def plan_page() -> Response | str:
-    return _page("plan")
+    return _page("plan", plan_time_limit_s=extensions.settings().plan_time_limit_s)
 
 
 @bp.route("/ui/reports")

@@ -61,6 +61,9 @@ def prepare(
         broker_url=redis_url,
         secret_key="bench",
         rate_limit=rate_limit or Settings().rate_limit,
+        # a bench that lifts the request limit measures throughput: the per-tenant cost budget is lifted with it
+        cost_budget="" if rate_limit else Settings().cost_budget,
+        cost_concurrency=1000 if rate_limit else Settings().cost_concurrency,
         rate_limit_storage_url=redis_url,
         local_runtime_dir=var / "runs",
     )

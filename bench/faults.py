@@ -13,14 +13,21 @@ Every job's command appends its job id to a marker file, so executions are count
   planning, or that are recorded ``succeeded`` without having run.
 
 Faults: ``kill9`` (kill -9 of the whole worker or of one pool child while a run is on the runtime but not
-yet recorded in the database: alternately once the runtime accepted it and while it is being launched), ``redis`` (``shutdown nosave`` and restart while runs are in flight), ``postgres``
+yet recorded in the database: alternately once the runtime accepted it and while it is being launched), ``redis`` (``shutdown nosave`` and restart while runs are in flight), ``redis_task`` (the same while
+a worker is executing a dispatch task: the submit takes 4 s and Redis is down for 1 s of it, so the worker has
+reconnected when the task ends and acks; even trials kill -9 Redis, odd ones shut it down; celery 5.7 / kombu 5.7 workers died of it, see app/celery_app.py),
+``postgres``
 (``pg_ctl stop -m fast`` and start), ``slurmctld`` (controller down ``--slurm-down-s`` seconds, 60 by
 default), ``errors`` (a connector raising retryable errors on 30 % of calls, 30 % of submits failing after
 the job landed, 10 % refused outright).
 
+Every row also says whether the worker was still running after the trial (``worker_alive``); a dead worker is
+counted (``worker_deaths``) and started again for the next trial.
+
 Usage::
 
-    python bench/faults.py [--kill9 15] [--redis 10] [--postgres 10] [--slurmctld 5] [--errors 12] [--json]
+    python bench/faults.py [--kill9 15] [--redis 10] [--redis-task 6] [--postgres 10] [--slurmctld 5] [--errors 12]
+                           [--redis-port 8601] [--pg-port 8602] [--json]
 """
 
 from __future__ import annotations
@@ -125,8 +132,8 @@ class Bench:
 
         self.args = args
         self.base = temp_base("gs-faults-")
-        self.redis = PrivateRedis(REDIS_PORT, self.base)
-        self.pg = PrivatePostgres(PG_PORT, self.base / "pg")
+        self.redis = PrivateRedis(args.redis_port, self.base)
+        self.pg = PrivatePostgres(args.pg_port, self.base / "pg")
         self.lab: Any = None
         self.worker: Any = None
         self.rows: list[dict[str, Any]] = []
@@ -194,7 +201,7 @@ class Bench:
 
     # one trial
     def trial(self, kind: str, index: int) -> dict[str, Any]:
-        faults = {"submit_delay_s": 1.5 if kind == "kill9" else 0.5}
+        faults = {"submit_delay_s": {"kill9": 1.5, "redis_task": 4.0}.get(kind, 0.5)}
         if kind == "errors":
             faults.update(error_rate=0.3, after_submit_error_rate=0.3, refuse_rate=0.1)
         with self.sessions() as s:
@@ -211,18 +218,25 @@ class Bench:
         while time.monotonic() - t0 < limit_s and not self._all_terminal(job_ids):
             self._beat()
             time.sleep(1.0)
-        return self._score(kind, index, job_ids, marker, time.monotonic() - t0)
+        row = self._score(kind, index, job_ids, marker, time.monotonic() - t0)
+        row["worker_alive"] = self.worker.proc is not None and self.worker.proc.poll() is None
+        if not row["worker_alive"]:
+            self.worker.start()  # only an outside restart brings a dead worker back
+        return row
 
     def _add_jobs(self, kind: str, marker: Path) -> list[int]:
         from app.models import Job, JobEvent
 
         now = datetime.now(UTC)
         regions = ["sl", "r1"] if kind == "slurmctld" else ["r1", "r2"]
+        # redis_task: one job, so that one dispatch task executes while the worker's other pool slot is free and
+        # its consumer is waiting on Redis (BRPOP) when Redis goes away: the case that killed workers
+        n_jobs = 1 if kind == "redis_task" else JOBS_PER_TRIAL
         with self.sessions() as s:
             jobs = [Job(tenant_id=self.tenant_id, name=f"{kind}-{i}", workload_class="training", gpu_count=1,
                         reference_gpu_hours=0.1, reference_hardware="h100", release_at=now,
                         deadline_at=now + timedelta(hours=1), allowed_regions=regions, command="true",
-                        state="pending", env={}) for i in range(JOBS_PER_TRIAL)]  # fmt: skip
+                        state="pending", env={}) for i in range(n_jobs)]  # fmt: skip
             s.add_all(jobs)
             s.flush()
             for job in jobs:
@@ -247,7 +261,18 @@ class Bench:
                 self.worker.start()
             return
         wait_until(lambda: self._beat() or self._any_run(job_ids), 30, every_s=0.1, what="a claimed run")
-        if kind == "redis":
+        if kind == "redis_task":
+            # the dispatch task is inside the connector's 4 s submit: Redis goes away under the executing task
+            wait_until(lambda: self._beat() or self._landed_unrecorded(job_ids, False), 30, every_s=0.05,
+                       what="a dispatch task executing a submit")  # fmt: skip
+            if index % 2 == 0:  # Redis crashes: its sockets close at once, a reconnect is refused at once
+                self.redis.proc.kill()
+                self.redis.proc.wait(timeout=10)
+                time.sleep(1.0)
+                self.redis.start()
+            else:  # shutdown nosave: clients are dropped first, and a quick reconnect may still get in
+                self.redis.restart(down_s=1.0)
+        elif kind == "redis":
             self.redis.restart(down_s=1.0)
         elif kind == "postgres":
             self.pg.restart(down_s=1.0)
@@ -367,8 +392,12 @@ class Bench:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Dispatch fault injection: lost and duplicated runs")
-    for kind, default in (("kill9", 15), ("redis", 10), ("postgres", 10), ("slurmctld", 5), ("errors", 12)):
-        parser.add_argument(f"--{kind}", type=int, default=default, help=f"trials of {kind} (default {default})")
+    for kind, default in (("kill9", 15), ("redis", 10), ("redis_task", 6), ("postgres", 10), ("slurmctld", 5),
+                          ("errors", 12)):  # fmt: skip
+        parser.add_argument(f"--{kind.replace('_', '-')}", type=int, default=default, dest=kind,
+                            help=f"trials of {kind} (default {default})")
+    parser.add_argument("--redis-port", type=int, default=REDIS_PORT)
+    parser.add_argument("--pg-port", type=int, default=PG_PORT)
     parser.add_argument("--slurm-down-s", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, markers)")
@@ -378,12 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(args)
     try:
         bench.start()
-        for kind in ("kill9", "redis", "postgres", "errors", "slurmctld"):
+        for kind in ("kill9", "redis", "redis_task", "postgres", "errors", "slurmctld"):
             for index in range(getattr(args, kind)):
                 row = bench.trial(kind, index)
                 bench.rows.append(row)
-                print(f"  {kind:<9} #{index:<2} lost={row['lost']} dup={row['duplicated']} ok={row['succeeded']}/"
-                      f"{row['jobs']} failed={row['failed']} replanned={row['replanned']} {row['seconds']} s",
+                print(f"  {kind:<10} #{index:<2} lost={row['lost']} dup={row['duplicated']} ok={row['succeeded']}/"
+                      f"{row['jobs']} failed={row['failed']} replanned={row['replanned']} {row['seconds']} s"
+                      f"{'' if row['worker_alive'] else ' WORKER DIED'}",
                       file=sys.stderr, flush=True)  # fmt: skip
     finally:
         bench.stop()
@@ -391,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(rows: list[dict[str, Any]], as_json: bool) -> int:
-    print(f"{'fault':<10} {'trials':>6} {'jobs':>5} {'lost':>5} {'dup':>4} {'ok':>4} {'failed':>6} {'replanned':>9} {'max s':>6}")
+    print(f"{'fault':<10} {'trials':>6} {'jobs':>5} {'lost':>5} {'dup':>4} {'ok':>4} {'failed':>6} {'replanned':>9} {'max s':>6} {'deaths':>6}")
     kinds = list(dict.fromkeys(r["kind"] for r in rows))
     for kind in [*kinds, "all"]:
         sel = [r for r in rows if kind in ("all", r["kind"])]
@@ -399,10 +429,12 @@ def report(rows: list[dict[str, Any]], as_json: bool) -> int:
             continue
         tot = {k: sum(r[k] for r in sel) for k in ("jobs", "lost", "duplicated", "succeeded", "failed", "replanned")}
         print(f"{kind:<10} {len(sel):>6} {tot['jobs']:>5} {tot['lost']:>5} {tot['duplicated']:>4} {tot['succeeded']:>4} "
-              f"{tot['failed']:>6} {tot['replanned']:>9} {max(r['seconds'] for r in sel):>6}")  # fmt: skip
+              f"{tot['failed']:>6} {tot['replanned']:>9} {max(r['seconds'] for r in sel):>6} "
+              f"{sum(1 for r in sel if not r.get('worker_alive', True)):>6}")  # fmt: skip
     summary = {"trials": len(rows), "jobs": sum(r["jobs"] for r in rows), "lost": sum(r["lost"] for r in rows),
                "duplicated": sum(r["duplicated"] for r in rows), "succeeded": sum(r["succeeded"] for r in rows),
                "failed": sum(r["failed"] for r in rows),
+               "worker_deaths": sum(1 for r in rows if not r.get("worker_alive", True)),
                "by_kind": {k: sum(1 for r in rows if r["kind"] == k) for k in dict.fromkeys(r["kind"] for r in rows)}}  # fmt: skip
     if as_json:
         print(json.dumps(summary))

@@ -54,6 +54,8 @@ def start_gunicorn(
         GRIDSHIFT_BROKER_URL=s.broker_url,
         GRIDSHIFT_RATE_LIMIT_STORAGE_URL=s.rate_limit_storage_url,
         GRIDSHIFT_RATE_LIMIT=s.rate_limit,
+        GRIDSHIFT_COST_BUDGET=s.cost_budget,
+        GRIDSHIFT_COST_CONCURRENCY=str(s.cost_concurrency),
         GRIDSHIFT_VAR_DIR=str(s.var_dir),
         GRIDSHIFT_SECRET_KEY="bench",
         GRIDSHIFT_LOCAL_RUNTIME_DIR=str(s.local_runtime_dir),

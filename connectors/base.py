@@ -7,6 +7,7 @@ key: submitting a spec whose run key already exists on the runtime returns that 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -270,6 +271,29 @@ class ClusterConnector(Protocol):
     def energy(self, runtime_job_id: str) -> EnergyReading | None:
         """Energy of a finished (or running) job, or None when it never started."""
         ...
+
+
+@runtime_checkable
+class LogSource(Protocol):
+    """Optional connector method: the tail of a job's output (stdout and stderr).
+
+    A connector that can read its jobs' output implements it; the API answers "no log" for one that cannot.
+    """
+
+    def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
+        """The last ``max_bytes`` bytes [bytes] of the job's output, or None when it has none (yet)."""
+        ...
+
+
+def read_tail(path: str | os.PathLike[str], max_bytes: int) -> bytes | None:
+    """The last ``max_bytes`` bytes of the file at ``path``, or None when there is no such file."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - max_bytes))
+            return f.read(max_bytes)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def vendor_of(hardware: str, vendors: Mapping[str, str] | None = None) -> str:

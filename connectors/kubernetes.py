@@ -81,6 +81,10 @@ def build_job(spec: JobSpec, *, namespace: str, image: str, resource_name: str, 
                     "restartPolicy": "Never",
                     "nodeSelector": node_selector,
                     "containers": [container],
+                    # a job gets its own variables only: no API token of the namespace's service account and no
+                    # *_SERVICE_HOST/_PORT variables of the namespace's other services
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
                 },
             },
         },
@@ -100,7 +104,7 @@ class KubernetesConnector:
                 "default": None,
                 "description": "API server URL; else kubeconfig",
             },
-            "token": {"type": ["string", "null"], "default": None},
+            "token": {"type": ["string", "null"], "default": None, "secret": True},
             "verify_ssl": {"type": "boolean", "default": True},
             "kubeconfig": {"type": ["string", "null"], "default": None},
             "context": {"type": ["string", "null"], "default": None},
@@ -286,6 +290,27 @@ class KubernetesConnector:
         finished = state.finished_at or (datetime.now(UTC) if state.started_at else None)
         return estimate_energy(float(annotations.get(A_POWER, 0)), int(annotations.get(A_GPUS, 0)),
                                state.started_at, finished)  # fmt: skip
+
+    def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
+        """Tail of the log of the Job's newest pod (``limit_bytes`` counts from the start, so the tail is cut here)."""
+        _, core, api_exception = self._client()
+        pods = self._call("list pods", core.list_namespaced_pod, self.namespace,
+                          label_selector=f"job-name={runtime_job_id}") or {}
+        items = sorted(pods.get("items") or [], key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+        if not items:
+            return None
+        name = items[-1]["metadata"]["name"]
+        try:
+            response = core.read_namespaced_pod_log(name, self.namespace, _request_timeout=self.timeout_s,
+                                                    _preload_content=False)
+        except api_exception as exc:
+            if exc.status in (400, 404):  # the pod has not started a container yet, or is gone
+                return None
+            raise ConnectorError(f"kubernetes read log: HTTP {exc.status}: {exc.reason}",
+                                 retryable=exc.status >= 500, kind=self.kind) from exc
+        except Exception as exc:
+            raise ConnectorError(f"kubernetes read log: {exc}", retryable=True, kind=self.kind) from exc
+        return bytes(response.data or b"")[-max_bytes:]
 
     # -- helpers -------------------------------------------------------------------------------------------
     def _job(self, name: str) -> dict[str, Any] | None:

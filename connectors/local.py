@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -30,11 +31,14 @@ from connectors.base import (
     RunStatus,
     RuntimeState,
     estimate_energy,
+    read_tail,
     vendor_of,
 )
 
 __all__ = ["LocalConnector", "detect_nvidia_gpus"]
 
+#: The supervisor's whole environment: nothing of the service's (the job's env reaches it through stdin).
+SUPERVISOR_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8"}
 #: A run whose supervisor has not reported within this time is considered lost [s].
 START_GRACE_S = 30.0
 _NVIDIA_CODES = ("h200", "h100", "a100", "l40s", "l4", "v100", "a10")
@@ -92,19 +96,51 @@ class LocalConnector:
             "workdir": {
                 "type": ["string", "null"],
                 "default": None,
-                "description": "job cwd; null: its run dir",
+                "description": "job cwd; null: its private work dir (also its HOME and TMPDIR)",
             },
+            "jobs_dir": {
+                "type": ["string", "null"],
+                "default": None,
+                "description": "where private work dirs are made (deleted when the run ends); null: the system temp dir",
+            },
+            "base_env": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "default": {},
+                "description": "variables every job gets (e.g. PATH, LD_LIBRARY_PATH); never the service's own",
+            },
+            "run_as": {
+                "type": "string",
+                "enum": ["auto", "pool", "service_user"],
+                "default": "auto",
+                "description": "pool: jobs run as unprivileged pool users (needs root); service_user: as the "
+                "service's user (refused when that is root); auto: pool when the service is root, else service_user",
+            },
+            "run_users": {
+                "type": ["array", "null"],
+                "items": {"type": "string"},
+                "default": None,
+                "description": "names of dedicated run users; null: <run_user_prefix>0..N-1, created with useradd",
+            },
+            "run_user_prefix": {"type": "string", "default": "gridshift-run-"},
+            "run_user_count": {"type": "integer", "minimum": 1, "default": 8},
+            "run_user_lock_dir": {"type": "string", "default": "/run/gridshift-run-users"},
         },
     }
 
     def __init__(self, config: dict[str, Any]) -> None:
-        self.config = config
+        defaults = {k: v["default"] for k, v in self.config_schema["properties"].items() if "default" in v}
+        config = self.config = {**defaults, **config}
         self.state_dir = Path(config["state_dir"]).resolve()
         gpus = config["gpus"] if config["gpus"] is not None else detect_nvidia_gpus()
         self.gpus: dict[str, list[int]] = {hw.lower(): list(devs) for hw, devs in gpus.items()}
         self.vendors: dict[str, str] = dict(config["vendors"])
+        self.run_users_enabled = _run_users_enabled(config["run_as"])
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # a job never reads the bookkeeping of any run
+            os.chmod(self.state_dir, 0o700)
         for sub in ("runs", "active"):
-            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+            (self.state_dir / sub).mkdir(mode=0o700, exist_ok=True)
 
     @classmethod
     def enabled(cls) -> bool:
@@ -118,6 +154,10 @@ class LocalConnector:
     def log_path(self, runtime_job_id: str) -> Path:
         """File holding the run's stdout and stderr."""
         return self.run_dir(runtime_job_id) / "job.log"
+
+    def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
+        """Tail of the run's ``job.log`` (stdout and stderr)."""
+        return read_tail(self.log_path(runtime_job_id), max_bytes)
 
     # -- protocol ------------------------------------------------------------------------------------------
     def capacity(self) -> Capacity:
@@ -149,13 +189,13 @@ class LocalConnector:
             raise ConfigError(f"run {spec.run_key}: the local runtime needs a command", field="command")
         run_dir = self.run_dir(spec.run_key)
         try:
-            run_dir.mkdir()
+            run_dir.mkdir(mode=0o700)
         except FileExistsError:  # already submitted, by this or another process
             self._resume(run_dir, spec, vendor, pool)
             return spec.run_key
         try:
             self._write_run(run_dir, spec, vendor, pool)
-            self._launch(run_dir)
+            self._launch(run_dir, dict(spec.env))
         except OSError as exc:
             raise ConnectorError(f"local run {spec.run_key}: {exc}", retryable=True, kind=self.kind) from exc
         return spec.run_key
@@ -169,12 +209,11 @@ class LocalConnector:
             return
         if sup.read_json(run_dir / "spec.json") is None:
             self._write_run(run_dir, spec, vendor, pool)
-        self._launch(run_dir)
+        self._launch(run_dir, dict(spec.env))
 
     def _write_run(self, run_dir: Path, spec: JobSpec, vendor: str, pool: list[int]) -> None:
-        record = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
-        record.update(
-            env=dict(spec.env),
+        record = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "env"}
+        record.update(  # never the job's env: the supervisor gets it through its stdin
             hardware=spec.hardware.lower(),
             begin_at=spec.begin_at.isoformat() if spec.begin_at else None,
             vendor=vendor,
@@ -182,6 +221,13 @@ class LocalConnector:
             meter_interval_s=self.config["meter_interval_s"],
             shell=self.config["shell"],
             workdir=self.config["workdir"],
+            jobs_dir=self.config["jobs_dir"],
+            base_env=dict(self.config["base_env"]),
+            run_users_enabled=self.run_users_enabled,
+            run_users=self.config["run_users"],
+            run_user_prefix=self.config["run_user_prefix"],
+            run_user_count=self.config["run_user_count"],
+            run_user_lock_dir=self.config["run_user_lock_dir"],
         )
         sup.write_json(run_dir / "spec.json", record)
         if sup.read_json(run_dir / "state.json") is None:
@@ -207,6 +253,10 @@ class LocalConnector:
                 )
                 if state.get("supervisor_pid"):
                     _kill_leftovers(int(state["supervisor_pid"]), runtime_job_id)
+                if state.get("work_dir"):  # its run user is scrubbed by the next run that takes it
+                    from connectors import local_users
+
+                    local_users.remove_work_dir(state["work_dir"])
                 state.update(status="failed", message=lost, finished_at=sup.utc_now().isoformat())
                 sup.write_json(self.run_dir(runtime_job_id) / "state.json", state)
                 with contextlib.suppress(FileNotFoundError):
@@ -267,15 +317,21 @@ class LocalConnector:
         age_s = time.time() - self.run_dir(run_key).stat().st_mtime
         return age_s < START_GRACE_S
 
-    def _launch(self, run_dir: Path) -> None:
-        """Start the supervisor detached (it forks and calls setsid), and reap the intermediate process."""
-        with open(run_dir / "supervisor.log", "ab") as log:
+    def _launch(self, run_dir: Path, env: dict[str, str] | None = None) -> None:
+        """Start the supervisor detached (it forks and calls setsid), and reap the intermediate process.
+
+        The supervisor gets an environment of its own (none of the service's variables: a job can read its
+        parent's ``/proc/PID/environ`` when it runs as the same user) and the job's ``env`` through its stdin.
+        """
+        fd = os.open(run_dir / "supervisor.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with open(fd, "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-I", sup.__file__, str(run_dir), "--detach"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, close_fds=True,
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, close_fds=True,
+                env=SUPERVISOR_ENV,
             )  # fmt: skip
         try:
-            proc.wait(timeout=10)
+            proc.communicate(json.dumps(env or {}).encode(), timeout=10)
         except subprocess.TimeoutExpired as exc:
             proc.kill()
             raise ConnectorError(
@@ -283,6 +339,18 @@ class LocalConnector:
             ) from exc
         if proc.returncode != 0:
             raise ConnectorError(f"local supervisor for {run_dir.name} failed to start", retryable=True)
+
+
+def _run_users_enabled(run_as: str) -> bool:
+    """Whether jobs run as pool users; refuses a setting that would run them as root."""
+    root = os.geteuid() == 0
+    if run_as == "pool" and not root:
+        raise ConfigError("config.run_as: 'pool' needs the service to run as root (to switch users); use 'auto'",
+                          field="config.run_as", kind="local")  # fmt: skip
+    if run_as == "service_user" and root:
+        raise ConfigError("config.run_as: 'service_user' would run jobs as root; use 'pool' or 'auto'",
+                          field="config.run_as", kind="local")  # fmt: skip
+    return root
 
 
 def _kill_leftovers(pgid: int, run_key: str) -> None:

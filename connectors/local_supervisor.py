@@ -4,9 +4,15 @@ Started by :class:`connectors.local.LocalConnector` as ``python local_supervisor
 session, so the job's processes share the supervisor's process group and ``killpg`` stops them all. It uses
 only the standard library (and nvidia-ml-py when present) so that it runs from its file path alone.
 
+Isolation: the supervisor is started with an environment of its own (no variable of the service) and gets the
+job's ``env`` through its stdin, never through argv, its environment or a file. The job's environment is built
+from nothing (:func:`job_environment`). When the service runs as root, the job runs as an unprivileged user of a
+pool (:mod:`connectors.local_users`), in a private work directory (0700, owned by that user) that is deleted when
+the run ends; the run directory (0700, the service's) holds the supervisor's bookkeeping, out of the job's reach.
+
 Files of a run directory (all JSON written atomically by rename):
-``spec.json`` (written by submit), ``state.json`` (status, pids, times, exit code, devices, energy),
-``job.log`` (the command's stdout and stderr), ``cancel`` (marker written by cancel).
+``spec.json`` (written by submit; never the job's env), ``state.json`` (status, pids, times, exit code, devices,
+energy, run user, work dir), ``job.log`` (the command's stdout and stderr), ``cancel`` (marker written by cancel).
 """
 
 from __future__ import annotations
@@ -132,14 +138,16 @@ class Meter:
 
 
 class Supervisor:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, env: dict[str, str] | None = None) -> None:
         self.run_dir = run_dir
         self.state_dir = run_dir.parent.parent
         self.spec: dict[str, Any] = read_json(run_dir / "spec.json") or {}
+        self.spec["env"] = dict(env or {})  # the job's own variables come through stdin, never from a file
         self.state: dict[str, Any] = read_json(run_dir / "state.json") or {}
         self.child: subprocess.Popen | None = None
         self.cancelled = threading.Event()
         self._lock = threading.Lock()
+        self.user: Any = None  # the pool user held while the job runs (connectors.local_users.RunUser)
 
     def save(self, **changes: Any) -> None:
         with self._lock:
@@ -205,29 +213,57 @@ class Supervisor:
                 return self.finish("cancelled", None, "cancelled while waiting for GPUs")
             devices = claimed
             return self.execute(devices)
+        except _Cancelled as exc:
+            return self.finish("cancelled", None, str(exc))
         except Exception as exc:  # report, never leave a run without a final state
             return self.finish("failed", None, f"supervisor error: {exc!r}")
         finally:
+            self.clean_up()
             if devices:
                 self.release_devices()
 
+    def clean_up(self) -> None:
+        """Remove the job's work dir and hand its run user back, scrubbed (nothing of the run stays behind)."""
+        users = _users()
+        if self.user is not None or self.state.get("run_user") is None:
+            users.remove_work_dir(self.state.get("work_dir"))
+        if self.user is not None:
+            users.release(self.user)
+            self.user = None
+
+    def claim_user(self) -> Any:
+        """The pool user the job runs as (None: the service's own user); None-with-cancel is reported by raising."""
+        if not self.spec.get("run_users_enabled"):
+            return None
+        users = _users()
+        names = users.pool_names(self.spec)
+        while True:
+            with locked(self.state_dir / "users.lock"):
+                user = users.claim(names, Path(self.spec["run_user_lock_dir"]))
+            if user is not None:
+                self.user = user
+                return user
+            self.save(message=f"waiting for a free run user (pool of {len(names)})")
+            if self.cancelled.wait(1.0):
+                raise _Cancelled("cancelled while waiting for a run user")
+
     def execute(self, devices: list[int]) -> int:
-        env = dict(os.environ)
-        env.update(self.spec.get("env") or {})
-        env["GRIDSHIFT_RUN_KEY"] = self.spec["run_key"]
-        var = VISIBLE_DEVICES_VAR.get(self.spec["vendor"])
-        if var:
-            env[var] = ",".join(str(d) for d in devices)
-            if self.spec["vendor"] == "nvidia":
-                env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        users = _users()
+        user = self.claim_user()
+        work_dir = users.make_work_dir(self.spec["run_key"], self.spec.get("jobs_dir"), user)
+        self.save(work_dir=str(work_dir), run_user=user.name if user else None)
+        env = job_environment(self.spec, devices, work_dir, user.name if user else None)
         meter = Meter(
             devices if self.spec["vendor"] == "nvidia" else [], float(self.spec["meter_interval_s"])
         )
-        with open(self.run_dir / "job.log", "ab") as log:
+        as_user: dict[str, Any] = {}
+        if user is not None:
+            as_user = {"user": user.uid, "group": user.gid, "extra_groups": []}
+        with _private_file(self.run_dir / "job.log") as log:
             self.child = subprocess.Popen(
                 [self.spec["shell"], "-c", self.spec["command"]],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=self.spec.get("workdir") or str(self.run_dir),
+                env=env, cwd=self.spec.get("workdir") or str(work_dir), umask=0o077, **as_user,
             )  # fmt: skip
         self.save(status="running", started_at=utc_now().isoformat(), job_pid=self.child.pid,
                   devices=devices, message="")  # fmt: skip
@@ -271,6 +307,8 @@ class Supervisor:
         return {"energy_j": meter.energy_j, "metered_s": meter.seconds, "energy_source": "nvml"}
 
     def finish(self, status: str, code: int | None, message: str) -> int:
+        with contextlib.suppress(Exception):  # before the final state: a finished run has left nothing behind
+            self.clean_up()
         self.save(status=status, exit_code=code, finished_at=utc_now().isoformat(), message=message)
         with contextlib.suppress(FileNotFoundError):
             (self.state_dir / "active" / self.spec["run_key"]).unlink()
@@ -286,14 +324,65 @@ def _run_active(state_dir: Path, run_key: str) -> bool:
     return pid_alive(state.get("supervisor_pid"), str(run_dir))
 
 
+def job_environment(spec: dict[str, Any], devices: list[int], work_dir: Path, user: str | None) -> dict[str, str]:
+    """A job's whole environment, built from nothing: a minimal base (with ``HOME`` and ``TMPDIR`` in its own work
+    dir), the cluster's ``base_env``, the job's ``env``, then the run key and the GPU visibility variables (which
+    the job cannot override). No variable of the service or of the supervisor is ever passed on."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(work_dir),
+           "TMPDIR": str(work_dir), "SHELL": str(spec.get("shell") or "/bin/sh")}  # fmt: skip
+    if user:
+        env.update(USER=user, LOGNAME=user)
+    env.update({str(k): str(v) for k, v in (spec.get("base_env") or {}).items()})
+    env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
+    env["GRIDSHIFT_RUN_KEY"] = spec["run_key"]
+    var = VISIBLE_DEVICES_VAR.get(spec["vendor"])
+    if var:
+        env[var] = ",".join(str(d) for d in devices)
+        if spec["vendor"] == "nvidia":
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    return env
+
+
+class _Cancelled(Exception):
+    """The run was cancelled while it waited for something."""
+
+
+@contextlib.contextmanager
+def _private_file(path: Path):
+    """``path`` opened for appending, created 0600 (readable by the service alone)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with open(fd, "ab") as handle:
+        yield handle
+
+
+def _users() -> Any:
+    """The run-user module, imported from the package or, when run by file path (``python -I``), from beside us."""
+    if __package__:
+        from connectors import local_users
+
+        return local_users
+    module = sys.modules.get("gridshift_local_users")
+    if module is None:
+        import importlib.util
+
+        loader = importlib.util.spec_from_file_location("gridshift_local_users", Path(__file__).with_name("local_users.py"))
+        assert loader is not None and loader.loader is not None
+        module = importlib.util.module_from_spec(loader)
+        sys.modules["gridshift_local_users"] = module
+        loader.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str]) -> int:
-    """Entry point: ``local_supervisor.py RUN_DIR [--detach]``."""
+    """Entry point: ``local_supervisor.py RUN_DIR [--detach]``; the job's env arrives as JSON on stdin."""
     run_dir = Path(argv[1]).resolve()
+    os.umask(0o077)
+    env = json.loads(sys.stdin.read() or "{}")  # read before detaching: the submitter waits for it
     if "--detach" in argv[2:]:
         if os.fork():
             return 0  # the submitter reaps this parent at once; the child lives on in its own session
         os.setsid()
-    return Supervisor(run_dir).run()
+    return Supervisor(run_dir, env).run()
 
 
 if __name__ == "__main__":

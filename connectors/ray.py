@@ -229,6 +229,11 @@ class RayConnector:
         return estimate_energy(float(meta.get("power_w_per_gpu", 0)), int(meta.get("gpu_count", 0)),
                                state.started_at, finished)  # fmt: skip
 
+    def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
+        """Tail of the job's driver log from the Ray job server."""
+        text = self._call("logs", lambda: self.client.get_job_logs(runtime_job_id))
+        return None if text is None else str(text).encode()[-max_bytes:]
+
     def _info(self, submission_id: str) -> Any:
         try:
             return self.client.get_job_info(submission_id)

@@ -14,7 +14,10 @@ from typing import Any, TypeVar
 
 from connectors.base import ClusterConnector, ConfigError
 
-__all__ = ["available_kinds", "get_connector", "known_kinds", "register", "validate_config"]
+__all__ = ["available_kinds", "credential_fields", "get_connector", "known_kinds", "register", "validate_config"]
+
+#: Config names that hold credentials in any connector (a schema may mark more with ``"secret": true``).
+_CREDENTIAL_WORDS = ("token", "password", "passwd", "secret", "private_key", "api_key", "credential")
 
 _REGISTRY: dict[str, type[Any]] = {}
 
@@ -86,6 +89,19 @@ def get_connector(kind: str, config: Mapping[str, Any] | None = None) -> Cluster
             kind=kind,
         )
     return cls(checked)
+
+
+def credential_fields(kind: str, config: Mapping[str, Any]) -> list[str]:
+    """Top-level entries of ``config`` that hold credentials: marked ``"secret": true`` in the kind's schema, or
+    named like one (``*token*``, ``*password*``, ``*secret*``, ``*private_key*``, ...). They belong in a cluster's
+    encrypted ``secrets``, never in its ``config`` (which is stored and returned in clear)."""
+    _load_builtins()
+    cls = _REGISTRY.get(kind)
+    properties = cls.config_schema.get("properties", {}) if cls is not None else {}
+    return sorted(
+        name for name in config
+        if (properties.get(name) or {}).get("secret") or any(w in name.lower() for w in _CREDENTIAL_WORDS)
+    )  # fmt: skip
 
 
 def validate_config(

@@ -25,6 +25,7 @@ from connectors.base import (
     RunStatus,
     RuntimeState,
     estimate_energy,
+    read_tail,
 )
 
 __all__ = ["SlurmConnector", "map_state", "parse_gres"]
@@ -44,6 +45,9 @@ _GRES = re.compile(r"gpu:([^:,()]+):(\d+)")
 _KV = re.compile(r"(\w[\w/:]*)=(\S*)")
 _HELD = "JobHeldUser"
 _USABLE_NODE_STATES = ("IDLE", "MIXED", "ALLOCATED", "COMPLETING")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: What every Slurm job starts from, under its own ``env`` (Slurm adds its SLURM_* and GPU variables).
+JOB_BASE_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
 
 
 def map_state(slurm_state: str) -> RunStatus:
@@ -92,7 +96,7 @@ class SlurmConnector:
             "workdir": {"type": "string", "default": "/tmp"},
             "rest_url": {"type": ["string", "null"], "default": None},
             "rest_user": {"type": ["string", "null"], "default": None},
-            "rest_token": {"type": ["string", "null"], "default": None},
+            "rest_token": {"type": ["string", "null"], "default": None, "secret": True},
             "energy_from_accounting": {"type": "boolean", "default": False},
             "timeout_s": {"type": "number", "minimum": 0.1, "default": 15.0},
         },
@@ -115,9 +119,11 @@ class SlurmConnector:
             self.rest = SlurmRestClient(
                 config["rest_url"], config["rest_user"], config["rest_token"], self.timeout_s
             )
-        self._env = {**os.environ, "TZ": "UTC"}
-        if config["slurm_conf"]:
-            self._env["SLURM_CONF"] = config["slurm_conf"]
+        # the Slurm commands' environment: never the worker's (sbatch would hand it to the job), only what they need
+        self._env = {"PATH": os.environ.get("PATH") or DEFAULT_PATH, "TZ": "UTC", "LANG": "C.UTF-8"}
+        slurm_conf = config["slurm_conf"] or os.environ.get("SLURM_CONF")
+        if slurm_conf:
+            self._env["SLURM_CONF"] = slurm_conf
 
     @classmethod
     def enabled(cls) -> bool:
@@ -195,9 +201,19 @@ class SlurmConnector:
                                job["start_time"], finished)  # fmt: skip
 
     # -- submission ----------------------------------------------------------------------------------------
+    def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
+        """Tail of the job's output file, ``<workdir>/<job name>-<job id>.out`` (read where the workdir is shared
+        with this host, as on the one-node clusters; None when the file is not reachable here)."""
+        job = self._job(runtime_job_id)
+        if job is None or not job.get("name"):
+            return None
+        return read_tail(f"{self.config['workdir']}/{job['name']}-{runtime_job_id}.out", max_bytes)
+
     def _script(self, spec: JobSpec) -> str:
-        exports = "".join(f"export {k}={_sh_quote(v)}\n" for k, v in sorted(spec.env.items()) if _is_name(k))
-        return f"#!/bin/sh\nexport GRIDSHIFT_RUN_KEY={spec.run_key}\n{exports}{spec.command}\n"
+        """The batch script: it sets the job's whole environment (the submission exports none: ``--export=NONE``)."""
+        env = {**JOB_BASE_ENV, **spec.env, "GRIDSHIFT_RUN_KEY": spec.run_key}
+        exports = "".join(f"export {k}={_sh_quote(v)}\n" for k, v in env.items() if _is_name(k))
+        return f"#!/bin/sh\n{exports}{spec.command}\n"
 
     def _gres(self, spec: JobSpec) -> str | None:
         if spec.gpu_count == 0:
@@ -211,7 +227,7 @@ class SlurmConnector:
         if self.rest is not None:
             job: dict[str, Any] = {
                 "name": spec.run_key, "comment": comment, "hold": True, "time_limit": spec.time_limit_minutes,
-                "environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "GRIDSHIFT_RUN_KEY": spec.run_key},
+                "environment": {**JOB_BASE_ENV, "GRIDSHIFT_RUN_KEY": spec.run_key},  # the job's env: in the script
                 "current_working_directory": self.config["workdir"],
                 "standard_output": f"{self.config['workdir']}/%x-%j.out",
             }  # fmt: skip
@@ -224,7 +240,7 @@ class SlurmConnector:
                     job[key] = self.config[key]
             self.rest.submit(self._script(spec), job)
             return
-        args = ["sbatch", "--parsable", "--hold", f"--job-name={spec.run_key}", f"--comment={comment}",
+        args = ["sbatch", "--parsable", "--hold", "--export=NONE", f"--job-name={spec.run_key}", f"--comment={comment}",
                 f"--time={spec.time_limit_minutes}", f"--chdir={self.config['workdir']}",
                 f"--output={self.config['workdir']}/%x-%j.out"]  # fmt: skip
         if gres:

@@ -91,6 +91,19 @@ def session(app) -> Iterator[Session]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+def job_writable() -> Iterator[Path]:
+    """A directory that local jobs may write to. As root the local runtime runs jobs as unprivileged pool users,
+    who cannot reach pytest's own (0700) temporary directories: a job's marker files go here instead."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="gs-test-jobs-"))
+    path.chmod(0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def now() -> datetime:
     return datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -131,6 +144,24 @@ def job_payload(now: datetime, **over: object) -> dict[str, object]:
         "reference_gpu_hours": 8.0,
         "release_at": now.isoformat(),
         "deadline_at": (now + timedelta(hours=24)).isoformat(),
+        "command": "python train.py",
     }
     body.update(over)
     return body
+
+
+def replan_via_api(client, app, headers: dict[str, str], **body: object):  # type: ignore[no-untyped-def]
+    """``POST /api/v1/plans`` (202 with a Location), the queued run executed as the worker's task does, then the run
+    as polled at its Location (200); returns ``(run, plan)``, the plan as ``GET /api/v1/plans/<id>`` shows it."""
+    from app.services import plan_runs
+
+    resp = client.post("/api/v1/plans", json=body, headers=headers)
+    assert resp.status_code == 202, resp.get_data(as_text=True)[:500]
+    location = resp.headers["Location"]
+    assert location == f"/api/v1/plans/runs/{resp.json['id']}" and resp.json["state"] == "queued"
+    with app.extensions["gridshift"].sessions() as worker_session:
+        plan_runs.execute(worker_session, app.extensions["gridshift"].settings, resp.json["id"])
+    run = client.get(location, headers=headers)
+    assert run.status_code == 200, run.get_data(as_text=True)[:500]
+    plan = client.get(f"/api/v1/plans/{run.json['plan_id']}", headers=headers) if run.json["plan_id"] else None
+    return run.json, (plan.json if plan is not None else None)

@@ -6,20 +6,26 @@ Every blueprint is registered in :func:`init_app`, in one explicit list (:func:`
 from __future__ import annotations
 
 import hmac
+import itertools
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from flask import Flask, Response, g, jsonify, request, session
-from flask_smorest import Api
+from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
 from app import extensions
-from app.errors import ServiceError, Unauthorized
+from app.api.strict import StrictParser, check_path_and_query
+from app.errors import MAX_ERRORS, ServiceError, Unauthorized
 from app.services import auth as auth_service
 
 log = logging.getLogger(__name__)
 PUBLIC_PATHS = {"/api/v1/health", "/api/v1/openapi.json"}
 PUBLIC_PREFIXES = ("/api/v1/docs",)
+# every blueprint's @blp.arguments reads JSON bodies strictly (depth, duplicate keys, NUL, lone surrogates); set
+# here, before any blueprint module is imported, because the parser is taken when the decorator runs
+Blueprint.ARGUMENTS_PARSER = StrictParser()
 
 
 def init_app(app: Flask) -> None:
@@ -39,6 +45,7 @@ def init_app(app: Flask) -> None:
     app.extensions["gridshift_api"] = api
     for blp in blueprints():
         api.register_blueprint(blp)
+    app.before_request(check_path_and_query)
     app.before_request(_authenticate)
     app.register_error_handler(ServiceError, _service_error)
     app.register_error_handler(HTTPException, _http_error)
@@ -49,15 +56,38 @@ def blueprints() -> list[Any]:
 
     Imported here, not at the top: the blueprint modules import :func:`principal` and :func:`problem` from this one.
     """
-    from app.api import fleet, forecasts, health, jobs, market, overview, plans, profiles, reports, tokens
+    from app.api import (
+        fleet,
+        forecasts,
+        health,
+        jobs,
+        market,
+        overview,
+        plan_pages,
+        plans,
+        profiles,
+        reports,
+        tokens,
+    )
 
-    return [m.blp for m in (fleet, forecasts, health, jobs, market, overview, plans, profiles, reports, tokens)]
+    return [m.blp for m in (fleet, forecasts, health, jobs, market, overview, plans, plan_pages, profiles, reports,
+                            tokens)]
 
 
-def problem(status: int, title: str, detail: str, errors: list[dict[str, str]] | None = None, **extra: Any) -> Response:
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    errors: list[dict[str, str]] | None = None,
+    *,
+    error_count: int | None = None,
+    **extra: Any,
+) -> Response:
+    """An RFC 9457 answer; ``errors`` is cut to the first ``MAX_ERRORS`` and ``error_count`` says how many in all."""
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     if errors:
-        body["errors"] = errors
+        body["errors"] = errors[:MAX_ERRORS]
+        body["error_count"] = max(len(errors), error_count or 0)
     body.update(extra)
     resp = jsonify(body)
     resp.status_code = status
@@ -66,12 +96,13 @@ def problem(status: int, title: str, detail: str, errors: list[dict[str, str]] |
 
 
 def _service_error(exc: ServiceError) -> Response:
-    return problem(exc.status, exc.title, exc.detail, [e.as_dict() for e in exc.errors], **exc.extra)
+    errors = [e.as_dict() for e in exc.errors[:MAX_ERRORS]]
+    return problem(exc.status, exc.title, exc.detail, errors, error_count=exc.error_count or len(exc.errors),
+                   **exc.extra)
 
 
-def _flatten(messages: Any, path: str = "") -> list[dict[str, str]]:
-    """webargs/marshmallow error dicts -> [{field: "jobs[3].deadline_at", message}]."""
-    out: list[dict[str, str]] = []
+def _flatten(messages: Any, path: str = "") -> Iterator[dict[str, str]]:
+    """webargs/marshmallow error dicts -> {field: "jobs[3].deadline_at", message}, one at a time."""
     if isinstance(messages, dict):
         for key, val in messages.items():
             if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
@@ -82,26 +113,29 @@ def _flatten(messages: Any, path: str = "") -> list[dict[str, str]]:
                 sub = f"{path}.{key}"
             if path == "" and key in ("json", "query", "form", "files", "headers"):
                 sub = ""
-            out.extend(_flatten(val, sub))
+            yield from _flatten(val, sub)
     elif isinstance(messages, list) and messages and all(isinstance(m, str) for m in messages):
-        out.extend({"field": path or "body", "message": m} for m in messages)
+        for m in messages:
+            yield {"field": path or "body", "message": m}
     elif isinstance(messages, list):
         for m in messages:
-            out.extend(_flatten(m, path))
+            yield from _flatten(m, path)
     else:
-        out.append({"field": path or "body", "message": str(messages)})
-    return out
+        yield {"field": path or "body", "message": str(messages)}
 
 
 def _http_error(exc: HTTPException) -> Response:
-    errors = None
+    errors, count = None, None
     data = getattr(exc, "data", None)  # webargs attaches {"messages": {...}} to 422s
     if isinstance(data, dict) and "messages" in data:
-        errors = _flatten(data["messages"])
+        found = _flatten(data["messages"])
+        errors = list(itertools.islice(found, MAX_ERRORS))
+        count = len(errors) + sum(1 for _ in found)
     status = exc.code or 500
     if status == 422:
-        return problem(422, "Validation failed", "the request has invalid fields; nothing was stored", errors)
-    return problem(status, exc.name, exc.description or exc.name, errors)
+        return problem(422, "Validation failed", "the request has invalid fields; nothing was stored", errors,
+                       error_count=count)
+    return problem(status, exc.name, exc.description or exc.name, errors, error_count=count)
 
 
 def _csrf_ok(sent: str, expected: object) -> bool:
@@ -126,7 +160,7 @@ def _authenticate() -> Response | None:
                 request.headers.get("X-CSRF-Token", ""), session.get("csrf")
             ):
                 return problem(403, "Forbidden", "missing or wrong X-CSRF-Token header")
-            g.principal = auth_service.load_principal(db, int(session["token_id"]))
+            g.principal = auth_service.web_session_principal(db, session.get("sid"), session.get("token_id"))
         else:
             raise Unauthorized()
     except Unauthorized as exc:

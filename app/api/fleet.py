@@ -12,7 +12,7 @@ from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError, fields, validate
 
 from app import extensions
-from app.api.access import operator
+from app.api.access import first, operator
 from app.api.schemas import CODE, Aware, Text
 from app.errors import FieldError, ValidationFailed
 from app.services import audit, fleet
@@ -86,11 +86,19 @@ class ClusterIn(Schema):
                           metadata={"description": "credentials, stored encrypted and never returned"})
 
 
+def _redacted(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    from connectors.registry import credential_fields
+
+    hidden = set(credential_fields(kind, config))
+    return {k: ("***" if k in hidden else v) for k, v in config.items()}
+
+
 class ClusterOut(Schema):
     name = fields.String()
     region = fields.Function(lambda c: c.region.code)
     kind = fields.String()
-    config = fields.Dict()
+    # a credential stored in config before config refused them is never echoed
+    config = fields.Function(lambda c: _redacted(c.kind, c.config or {}), metadata={"type": "object"})
     enabled = fields.Boolean()
     has_secrets = fields.Function(lambda c: c.secrets_encrypted is not None, dump_only=True)
 
@@ -121,6 +129,7 @@ def get_region(code: str) -> Any:
 
 
 @blp.route("/regions/<code>", methods=["PUT"])
+@first(operator)
 @blp.arguments(RegionIn)
 @blp.response(200, RegionOut)
 def put_region(data: dict[str, Any], code: str) -> Any:
@@ -136,6 +145,7 @@ def put_region(data: dict[str, Any], code: str) -> Any:
 
 
 @blp.route("/regions/<code>/overrides", methods=["POST"])
+@first(operator)
 @blp.arguments(OverrideIn)
 @blp.response(201, OverrideOut)
 def add_override(data: dict[str, Any], code: str) -> Any:
@@ -162,6 +172,7 @@ def get_hardware(code: str) -> Any:
 
 
 @blp.route("/hardware/<code>", methods=["PUT"])
+@first(operator)
 @blp.arguments(HardwareIn)
 @blp.response(200, HardwareOut)
 def put_hardware(data: dict[str, Any], code: str) -> Any:
@@ -176,6 +187,7 @@ def put_hardware(data: dict[str, Any], code: str) -> Any:
 
 
 @blp.route("/regions/<code>/inventory/<hw>", methods=["PUT"])
+@first(operator)
 @blp.arguments(InventoryIn)
 @blp.response(200, InventoryOut)
 def put_inventory(data: dict[str, Any], code: str, hw: str) -> Any:
@@ -196,6 +208,7 @@ def list_clusters() -> Any:
 
 
 @blp.route("/clusters/<name>", methods=["PUT"])
+@first(operator)
 @blp.arguments(ClusterIn)
 @blp.response(200, ClusterOut)
 def put_cluster(data: dict[str, Any], name: str) -> Any:

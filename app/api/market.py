@@ -9,7 +9,7 @@ from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 
 from app import extensions
-from app.api.access import operator
+from app.api.access import first, operator
 from app.api.schemas import CODE, SeriesRangeQuery, Text
 from app.errors import FieldError, ValidationFailed
 from app.services import audit, market
@@ -50,6 +50,7 @@ def get_series(q: dict[str, Any]) -> Any:
 
 
 @blp.route("/import", methods=["POST"])
+@first(operator)
 @blp.arguments(ImportQuery, location="query")
 @blp.response(201, ImportOut)
 @blp.doc(requestBody={"content": {"text/csv": {"schema": {"type": "string"}},

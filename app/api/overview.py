@@ -5,6 +5,7 @@ Aggregates only (no job names or ids), so every tenant may read it.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from flask_smorest import Blueprint
@@ -13,7 +14,7 @@ from marshmallow import Schema, fields, validate
 from app import extensions
 from app.api import principal
 from app.db import utcnow
-from app.services import overview
+from app.services import overview, provenance
 
 blp = Blueprint("overview", __name__, url_prefix="/api/v1/overview", description="The fleet at a glance")
 
@@ -60,6 +61,9 @@ class OverviewOut(Schema):
     now = fields.DateTime(format="iso")
     tenant = fields.String()
     regions = fields.List(fields.Nested(OverviewRegionOut))
+    market_data = fields.String(metadata={"description": "real, replayed, synthetic or mixed market data"})
+    data_notice = fields.String(allow_none=True, metadata={
+        "description": "what is not live market data about the series shown (replayed or synthetic); null if real"})
 
 
 @blp.route("")
@@ -68,6 +72,9 @@ class OverviewOut(Schema):
 def get_overview(q: dict[str, Any]) -> Any:
     """Per region, hourly over [now - hours_back, now + hours_ahead)."""
     now = utcnow()
-    regions = overview.regions_overview(extensions.db_session(), now, hours_back=q["hours_back"],
-                                        hours_ahead=q["hours_ahead"])
-    return {"now": now, "tenant": principal().tenant_slug, "regions": regions}
+    session = extensions.db_session()
+    regions = overview.regions_overview(session, now, hours_back=q["hours_back"], hours_ahead=q["hours_ahead"])
+    origin = provenance.market_provenance(session, now - timedelta(hours=q["hours_back"]),
+                                          now + timedelta(hours=q["hours_ahead"]))
+    return {"now": now, "tenant": principal().tenant_slug, "regions": regions, "market_data": origin.kind,
+            "data_notice": origin.notice}

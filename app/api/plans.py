@@ -9,18 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import current_app, url_for
 from flask_smorest import Blueprint
 from marshmallow import EXCLUDE, Schema, fields, validate
 
 from app import extensions
 from app.api import principal
-from app.api.access import operator, writer
+from app.api.access import first, operator, writer
 from app.api.schemas import JobIn, Text
+from app.costs import costly
 from app.db import utcnow
 from app.errors import ServiceError
-from app.services import audit, jobs, plan_history
-from app.services import replan as replan_service
+from app.services import audit, jobs, plan_history, plan_runs
 from app.services.fleet import snapshot
+from optimizer import ObjectiveKind
 
 blp = Blueprint("plans", __name__, url_prefix="/api/v1/plans", description="Plans, previews and re-planning")
 
@@ -70,9 +72,11 @@ class PlanHeadOut(Schema):
     solver = fields.String()
     trigger = fields.String()
     status = fields.String()
-    objective_value = fields.Float(allow_none=True)
-    best_bound = fields.Float(allow_none=True)
-    gap_pct = fields.Float(allow_none=True)
+    objective_value = fields.Float(allow_none=True, metadata={
+        "description": "operator admins: the plan's objective over the fleet; anyone else: over their own jobs "
+                       "(their cost, or CO2 [kg] for a carbon objective; null for a weighted one)"})
+    best_bound = fields.Float(allow_none=True, metadata={"description": "the fleet's bound; operator admins only"})
+    gap_pct = fields.Float(allow_none=True, metadata={"description": "the fleet's gap; operator admins only"})
     is_current = fields.Boolean()
     pruned_at = fields.DateTime(format="iso", allow_none=True, metadata={
         "description": "when the retention clean-up deleted this superseded plan's assignment rows that no run "
@@ -143,6 +147,52 @@ class PreviewOut(Schema):
     note = fields.String(allow_none=True)
 
 
+class PlanRunIn(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    objective = Text(validate=validate.OneOf([k.value for k in ObjectiveKind]), metadata={
+        "description": "this run only (default: GRIDSHIFT_OBJECTIVE); carbon_cost_cap needs GRIDSHIFT_COST_CAP"})
+
+
+class PlanRunSummaryOut(Schema):
+    plan_id = fields.Integer()
+    status = fields.String()
+    objective = fields.String()
+    trigger = fields.String()
+    is_current = fields.Boolean()
+    currency = fields.String(allow_none=True)
+    jobs_planned = fields.Integer(allow_none=True)
+    jobs_left_out = fields.Integer(allow_none=True)
+    gap_pct = fields.Float(allow_none=True)
+    solve_s = fields.Float(allow_none=True)
+    cost = fields.Float(allow_none=True)
+    carbon_kg = fields.Float(allow_none=True)
+    energy_kwh = fields.Float(allow_none=True)
+    run_now_cost = fields.Float(allow_none=True)
+    run_now_carbon_kg = fields.Float(allow_none=True)
+    run_now_energy_kwh = fields.Float(allow_none=True)
+    saving_cost = fields.Float(allow_none=True)
+    saving_carbon_kg = fields.Float(allow_none=True)
+    saving_energy_kwh = fields.Float(allow_none=True)
+
+
+class PlanRunOut(Schema):
+    id = fields.Integer()
+    state = fields.String(metadata={"description": "queued, running, succeeded or failed"})
+    phase = fields.String(metadata={"description": "queued, problem, solve, store, done"})
+    progress = fields.Float(metadata={"description": "0..1; during the solve, estimated from its time limit"})
+    trigger = fields.String()
+    objective = fields.String()
+    requested_by = fields.String(allow_none=True)
+    created_at = fields.DateTime(format="iso")
+    started_at = fields.DateTime(format="iso", allow_none=True)
+    finished_at = fields.DateTime(format="iso", allow_none=True)
+    plan_id = fields.Integer(allow_none=True)
+    error = fields.String(allow_none=True)
+    summary = fields.Nested(PlanRunSummaryOut, allow_none=True)
+
+
 def _planning() -> Any:
     try:
         from app.services import planning
@@ -179,20 +229,46 @@ def get_plan(plan_id: int) -> Any:
 
 
 @blp.route("", methods=["POST"])
-@blp.response(201, PlanOut)
-def replan() -> Any:
-    """Re-plan the fleet now (operator admin). Jobs that have not started may move. Answers with the new plan; one
-    that failed (``status: failed``) is not made current."""
+@first(operator)
+@costly("replan")
+@blp.arguments(PlanRunIn)
+@blp.response(202, PlanRunOut, headers={"Location": {"description": "the run to poll", "schema": {"type": "string"}}})
+def replan(data: dict[str, Any]) -> Any:
+    """Re-plan the fleet (operator admin): answers 202 at once with the run to poll (``Location``); a worker solves.
+    Jobs that have not started may move. A plan that fails (``state: failed``) is not made current."""
     p = operator()
     session = extensions.db_session()
     settings = extensions.settings()
-    record = replan_service.replan(session, settings, "manual")
-    audit.record(session, p, "plan.replan", "plan", record.plan_id, trigger="manual")
+    run = plan_runs.create(session, settings, trigger="manual", objective=data.get("objective"),
+                           requested_by=f"{p.tenant_slug}/{p.token_name}")
+    audit.record(session, p, "plan.replan", "plan_run", run.id, trigger="manual")
     session.commit()
-    return plan_history.plan_view(session, p, plan_history.get_plan(session, record.plan_id))  # the new plan, even a failed one
+    try:
+        current_app.extensions["celery"].signature(plan_runs.TASK, args=(run.id,)).delay()
+    except Exception as exc:  # the broker is down: say so now rather than leave the run queued for ever
+        plan_runs.fail(session, run, f"could not queue the plan run: {exc}")
+        session.commit()
+        raise ServiceError("the task queue is not reachable; try again", status=503,
+                           title="Service unavailable") from exc
+    session.refresh(run)
+    location = url_for("plans.get_run", run_id=run.id)
+    return plan_runs.view(run, settings), {"Location": location, "Retry-After": "2"}
+
+
+@blp.route("/runs/<int:run_id>")
+@blp.response(200, PlanRunOut)
+def get_run(run_id: int) -> Any:
+    """A plan run asked for with ``POST /api/v1/plans`` (operator admin): state, phase, progress and, once done, the
+    plan's summary against running every job now; ``plan_id`` leads to the plan itself."""
+    operator()
+    run = plan_runs.get(extensions.db_session(), run_id)
+    headers = {} if run.finished_at else {"Retry-After": "2"}
+    return plan_runs.view(run, extensions.settings()), headers
 
 
 @blp.route("/preview", methods=["POST"])
+@first(writer)
+@costly("preview")
 @blp.arguments(JobIn)
 @blp.response(200, PreviewOut)
 def preview(data: dict[str, Any]) -> Any:

@@ -6,9 +6,12 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
-from app.db import FIRST_YEAR, LAST_YEAR
+from app.db import FIRST_YEAR, LAST_YEAR, utcnow
 from app.enums import JobState, SeriesKind, WorkloadClass
 
+MIN_GPU_HOURS = 1 / 60
+MAX_ENV_VARS = 100
+MAX_ENV_BYTES = 64 * 1024
 CODE = validate.Regexp(r"^[A-Za-z0-9_.-]{1,32}$", error="letters, digits, '_', '.' or '-' (1-32)")
 
 
@@ -51,7 +54,8 @@ class JobIn(Schema):
     name = Text(required=True, validate=validate.Length(1, 200))
     workload_class = fields.Enum(WorkloadClass, by_value=True, load_default=WorkloadClass.TRAINING)
     gpu_count = fields.Integer(required=True, strict=True, validate=validate.Range(min=1, max=100_000))
-    reference_gpu_hours = fields.Float(validate=validate.Range(min=0, min_inclusive=False, max=1e7), allow_nan=False)
+    # one GPU-minute at least: 1e-300 GPU-hours was accepted and planned as a zero-length job
+    reference_gpu_hours = fields.Float(validate=validate.Range(min=MIN_GPU_HOURS, max=1e7), allow_nan=False)
     reference_hardware = fields.String(validate=CODE)
     durations_minutes = fields.Dict(
         keys=fields.String(validate=CODE),
@@ -70,13 +74,33 @@ class JobIn(Schema):
     min_chunk_minutes = fields.Integer(strict=True, validate=validate.Range(min=1, max=100_000), load_default=60)
     command = Text(validate=validate.Length(max=20_000))
     image = Text(validate=validate.Length(max=500))
-    env = fields.Dict(keys=Text(validate=validate.Length(1, 200)), values=Text(validate=validate.Length(max=10_000)))
+    env = fields.Dict(keys=Text(validate=validate.Length(1, 200)), values=Text(validate=validate.Length(max=10_000)),
+                      validate=validate.Length(max=MAX_ENV_VARS),
+                      metadata={"description": f"at most {MAX_ENV_VARS} variables and {MAX_ENV_BYTES} bytes in all"})
+    secret_env = fields.Dict(
+        keys=Text(validate=validate.Length(1, 200)), values=Text(validate=validate.Length(max=10_000)), load_only=True,
+        validate=validate.Length(max=MAX_ENV_VARS),
+        metadata={"description": "variables holding credentials: stored encrypted, given to the job's process only, "
+                                 "never returned (answers say has_secret_env)"})
 
     @validates_schema
     def _work(self, data, **_kw):  # type: ignore[no-untyped-def]
+        errors: dict[str, list[str]] = {}
         if ("reference_gpu_hours" in data) == ("durations_minutes" in data and bool(data["durations_minutes"])):
-            raise ValidationError("give exactly one of reference_gpu_hours or durations_minutes",
-                                  field_name="reference_gpu_hours")
+            errors["reference_gpu_hours"] = ["give exactly one of reference_gpu_hours or durations_minutes"]
+        if not data.get("command") and not data.get("image"):
+            # a job with neither was accepted, planned, and failed at dispatch ("JobSpec needs a command or an image")
+            msg = "give a command or an image (or both): a job with neither cannot run"
+            errors["command"] = errors["image"] = [msg]
+        deadline = data.get("deadline_at")
+        if deadline is not None and deadline <= utcnow():
+            errors["deadline_at"] = ["is already past: the job could never meet it"]
+        for name in ("env", "secret_env"):
+            env = data.get(name) or {}
+            if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV_BYTES:
+                errors[name] = [f"names and values take more than {MAX_ENV_BYTES} characters in all"]
+        if errors:
+            raise ValidationError(errors)
 
 
 class BatchIn(Schema):
@@ -85,6 +109,7 @@ class BatchIn(Schema):
 
 class JobOut(Schema):
     id = fields.Integer()
+    tenant_id = fields.Integer(metadata={"description": "the owning tenant (operators list every tenant's jobs)"})
     name = fields.String()
     workload_class = fields.Enum(WorkloadClass, by_value=True)
     gpu_count = fields.Integer()
@@ -105,6 +130,8 @@ class JobOut(Schema):
     command = fields.String(allow_none=True)
     image = fields.String(allow_none=True)
     env = fields.Dict(keys=fields.String(), values=fields.String())
+    has_secret_env = fields.Function(lambda j: j.secret_env_encrypted is not None, metadata={
+        "type": "boolean", "description": "the job has secret variables (never shown)"})
     state = fields.Enum(JobState, by_value=True)
     state_reason = fields.String(allow_none=True)
     resume_at = fields.DateTime(
@@ -128,6 +155,7 @@ def job_json(job: Any) -> dict[str, Any]:
     ref_hours = job.reference_gpu_hours
     return {
         "id": job.id,
+        "tenant_id": job.tenant_id,
         "name": job.name,
         "workload_class": job.workload_class.value,
         "gpu_count": job.gpu_count,
@@ -148,6 +176,7 @@ def job_json(job: Any) -> dict[str, Any]:
         "command": job.command,
         "image": job.image,
         "env": {str(k): str(v) for k, v in (job.env or {}).items()},
+        "has_secret_env": job.secret_env_encrypted is not None,
         "state": job.state.value,
         "state_reason": job.state_reason,
         "resume_at": None if job.resume_at is None else job.resume_at.isoformat(),
@@ -159,6 +188,8 @@ def job_json(job: Any) -> dict[str, Any]:
 class JobPage(Schema):
     items = fields.List(fields.Nested(JobOut))
     next_cursor = fields.String(allow_none=True)
+    tenants = fields.Dict(keys=fields.String(), values=fields.String(), metadata={
+        "description": "tenant id -> slug of the listed jobs; operators (admin, read-only) only, empty else"})
 
 
 class BatchOut(Schema):
@@ -177,6 +208,8 @@ class JobQuery(Schema):
     deadline_from = Aware()
     deadline_to = Aware()
     batch_id = Text(validate=validate.Length(max=64))
+    tenant = Text(validate=validate.Length(min=1, max=63), metadata={
+        "description": "operators (admin, read-only) only: one tenant's jobs instead of every tenant's"})
     cursor = Text(validate=validate.Length(max=64))
     limit = fields.Integer(validate=validate.Range(min=1, max=500), load_default=100)
 

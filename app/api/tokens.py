@@ -10,7 +10,7 @@ from marshmallow import Schema, fields, validate
 
 from app import extensions
 from app.api import principal
-from app.api.access import operator
+from app.api.access import first, operator
 from app.api.schemas import Text
 from app.enums import Role
 from app.errors import Forbidden
@@ -76,6 +76,7 @@ def list_tokens() -> Any:
 
 
 @blp.route("/tokens", methods=["POST"])
+@first(_admin)
 @blp.arguments(TokenIn)
 @blp.response(201, NewTokenOut)
 def create_token(data: dict[str, Any]) -> Any:
@@ -85,7 +86,8 @@ def create_token(data: dict[str, Any]) -> Any:
     tenant = auth.get_tenant(db, p.tenant_slug)
     days = data.get("expires_in_days")
     row, plaintext = auth.issue_token(db, tenant, data["name"], data["role"],
-                                      expires_in=timedelta(days=days) if days else None)
+                                      expires_in=timedelta(days=days) if days else None,
+                                      max_live=extensions.settings().max_tokens_per_tenant)
     audit.record(db, p, "token.create", "token", row.id, role=row.role.value)
     db.commit()
     out = {name: getattr(row, name) for name in TokenOut().fields}  # dumped once, by the response schema
@@ -106,6 +108,7 @@ def revoke_token(token_id: int) -> Any:
 
 
 @blp.route("/tenants", methods=["POST"])
+@first(operator)
 @blp.arguments(TenantIn)
 @blp.response(201, NewTokenOut)
 def create_tenant(data: dict[str, Any]) -> Any:

@@ -46,17 +46,15 @@ def import_(path: Path | None) -> None:
 @click.option("--flagged", is_flag=True, help="only profiles flagged by a measurement")
 def list_(profiles: bool, flagged: bool) -> None:
     """Hardware types with their figures, and the profile in force per workload class."""
-    from sqlalchemy import select
-
     from app.db import session_scope
-    from app.models import HardwareType
     from app.services import profiles as svc
+    from app.services.fleet import list_hardware
 
     with session_scope(_factory(Settings.from_env())) as s:
         if not flagged:
             click.echo(f"{'code':<11} {'vendor':<7} {'memory GB':>9} {'GB/s':>6} {'bf16 TF':>8} {'TDP W':>6} "
                        f"{'idle W':>6}  resource")  # fmt: skip
-            for h in s.scalars(select(HardwareType).order_by(HardwareType.code)):
+            for h in list_hardware(s):
                 click.echo(f"{h.code:<11} {h.vendor:<7} {h.memory_gb:>9g} {h.memory_bandwidth_gbs or 0:>6g} "
                            f"{h.bf16_tflops or 0:>8g} {h.tdp_w:>6g} {h.idle_w:>6g}  {h.resource_name}")  # fmt: skip
         if profiles or flagged:
@@ -86,12 +84,10 @@ def profile(workload_class: str, hardware: str, steps_per_s: float | None, power
     """Record a measured profile, given (--steps-per-s, --power-w) or measured (--cluster, --command)."""
     from datetime import UTC, datetime
 
-    from sqlalchemy import select
-
     from app.db import session_scope
     from app.errors import ServiceError
-    from app.models import Cluster
     from app.services import profiles as svc
+    from app.services.fleet import find_cluster
     from connectors.base import ConnectorError
 
     settings = Settings.from_env()
@@ -112,7 +108,7 @@ def profile(workload_class: str, hardware: str, steps_per_s: float | None, power
                 from app.services.dispatch.submit import connector_for
                 from connectors.base import JobSpec
 
-                c = s.scalar(select(Cluster).where(Cluster.name == cluster))
+                c = find_cluster(s, cluster or "")
                 if c is None:
                     raise click.ClickException(f"cluster {cluster!r} not found")
                 key = f"gs-profile-{hardware}-{datetime.now(UTC):%Y%m%d%H%M%S}".lower()

@@ -3,74 +3,11 @@
 from __future__ import annotations
 
 import click
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
 
 from app import crypto
 from app.config import Settings
-from app.models import Cluster
-
-
-def rotate_all(session: Session, keys: tuple[str, ...]) -> int:
-    """Re-encrypt every cluster's stored secrets with the newest key, all or none; returns how many.
-
-    Each row is written only if its secrets are still the ones that were rotated (a conditional UPDATE): a
-    credential an operator changes or clears meanwhile is read again and rotated, never overwritten with the old one.
-
-    Raises
-    ------
-    app.crypto.EncryptionKeyError
-        When a stored secret opens with none of ``keys`` (nothing is changed then; the message names the cluster).
-    """
-    rows = session.execute(
-        select(Cluster.id, Cluster.name, Cluster.secrets_encrypted)
-        .where(Cluster.secrets_encrypted.is_not(None))
-        .order_by(Cluster.name)
-    ).all()
-    pending = {row.id: (row.name, row.secrets_encrypted or "") for row in rows}
-    done = 0
-    try:
-        for _attempt in range(5):
-            rotated = {cid: (name, old, _rotated(keys, name, old)) for cid, (name, old) in pending.items()}
-            changed = {}
-            for cid, (name, old, new) in rotated.items():
-                result = session.execute(
-                    update(Cluster)
-                    .where(Cluster.id == cid, Cluster.secrets_encrypted == old)
-                    .values(secrets_encrypted=new)
-                    .execution_options(synchronize_session=False)
-                )
-                if result.rowcount == 1:  # type: ignore[attr-defined]
-                    done += 1
-                    continue
-                current = session.scalar(select(Cluster.secrets_encrypted).where(Cluster.id == cid))
-                if current is not None:  # changed meanwhile: rotate what is stored now
-                    changed[cid] = (name, current)
-            pending = changed
-            if not pending:
-                break
-        else:
-            names = ", ".join(sorted(name for name, _old in pending.values()))
-            raise crypto.EncryptionKeyError(
-                f"the secrets of {names} kept changing during the rotation; nothing was rotated, run it again",
-                "clusters",
-            )
-    except BaseException:
-        session.rollback()
-        raise
-    session.commit()
-    session.expire_all()
-    return done
-
-
-def _rotated(keys: tuple[str, ...], name: str, token: str) -> str:
-    try:
-        return crypto.rotate(keys, token)
-    except crypto.EncryptionKeyError as exc:
-        raise crypto.EncryptionKeyError(
-            f"cluster {name!r}: stored secrets open with none of the configured keys; nothing was rotated",
-            f"clusters.{name}",
-        ) from exc
+from app.db import session_scope
+from app.services.keys import key_status, rotate_all
 
 
 @click.group("keys")
@@ -84,32 +21,32 @@ def generate() -> None:
     click.echo(crypto.generate_key())
 
 
-def _session(settings: Settings) -> Session:
+def _factory(settings: Settings):  # type: ignore[no-untyped-def]
     from app.db import make_engine, make_session_factory
 
-    return make_session_factory(make_engine(settings))()
+    return make_session_factory(make_engine(settings))
 
 
 @command.command("status")
 def status() -> None:
     """Which configured key (0 = newest) opens each cluster's secrets."""
     settings = Settings.from_env()
-    with _session(settings) as session:
-        for row in session.scalars(select(Cluster).order_by(Cluster.name)):
-            if row.secrets_encrypted is None:
-                click.echo(f"{row.name}\tno secrets")
-                continue
-            idx = crypto.key_index(settings.encryption_keys, row.secrets_encrypted)
-            click.echo(f"{row.name}\t" + ("NO CONFIGURED KEY OPENS IT" if idx is None else f"key #{idx}"))
+    with session_scope(_factory(settings)) as session:
+        rows = key_status(session, settings.encryption_keys)
+    for name, idx, has_secrets in rows:
+        if not has_secrets:
+            click.echo(f"{name}\tno secrets")
+            continue
+        click.echo(f"{name}\t" + ("NO CONFIGURED KEY OPENS IT" if idx is None else f"key #{idx}"))
 
 
 @command.command("rotate")
 def rotate() -> None:
     """Re-encrypt every cluster's secrets with the newest key (run after putting a new key first)."""
     settings = Settings.from_env()
-    with _session(settings) as session:
+    with _factory(settings)() as session:
         try:
             n = rotate_all(session, settings.encryption_keys)
         except crypto.EncryptionKeyError as exc:
             raise click.ClickException(exc.detail) from exc
-    click.echo(f"re-encrypted the secrets of {n} cluster(s) with the newest key")
+    click.echo(f"re-encrypted {n} cluster or job secret(s) with the newest key")

@@ -10,13 +10,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session, joinedload
 
 from app.db import utcnow
 from app.enums import Role
 from app.errors import Conflict, FieldError, NotFound, Unauthorized, ValidationFailed
-from app.models import ApiToken, Tenant
+from app.models import ApiToken, Tenant, WebSession
 
 TOKEN_PREFIX = "gs"
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -41,6 +41,16 @@ class Principal:
     def is_fleet_admin(self) -> bool:
         """An admin of the operator tenant: changes the fleet, re-plans, sees every tenant's work."""
         return self.is_operator and self.role == Role.ADMIN
+
+    @property
+    def sees_fleet(self) -> bool:
+        """An admin or read-only token of the operator tenant: reads every tenant's jobs, runs, receipts and plans
+        (an operator member submits work of its own and sees only that)."""
+        return self.is_operator and self.role in (Role.ADMIN, Role.READONLY)
+
+    def can_see(self, tenant_id: int) -> bool:
+        """Whether this caller may read work of ``tenant_id``."""
+        return tenant_id == self.tenant_id or self.sees_fleet
 
     @property
     def actor(self) -> str:
@@ -77,11 +87,21 @@ def issue_token(
     *,
     expires_in: timedelta | None = None,
     now: datetime | None = None,
+    max_live: int | None = None,
 ) -> tuple[ApiToken, str]:
-    """Create a token; returns the row and the plaintext, which is never stored and never shown again."""
+    """Create a token; returns the row and the plaintext, which is never stored and never shown again.
+
+    With ``max_live``, a tenant that already holds that many live (unrevoked, unexpired) tokens gets a Conflict:
+    every token has its own request budget, so minting tokens would multiply a tenant's share of the service.
+    """
+    now = now or utcnow()
+    if max_live is not None and count_live_tokens(session, tenant.id, now) >= max_live:
+        raise Conflict(
+            f"tenant {tenant.slug!r} already holds {max_live} live tokens, the most it may; revoke one first",
+            [FieldError("name", f"at most {max_live} live tokens per tenant")],
+        )
     prefix = secrets.token_hex(4)
     plaintext = f"{TOKEN_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
-    now = now or utcnow()
     row = ApiToken(
         tenant_id=tenant.id,
         name=name,
@@ -94,6 +114,17 @@ def issue_token(
     session.add(row)
     session.flush()
     return row, plaintext
+
+
+def count_live_tokens(session: Session, tenant_id: int, now: datetime) -> int:
+    """How many of a tenant's tokens are neither revoked nor expired."""
+    return session.scalar(
+        select(func.count(ApiToken.id)).where(
+            ApiToken.tenant_id == tenant_id,
+            ApiToken.revoked_at.is_(None),
+            or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now),
+        )
+    ) or 0
 
 
 def list_tokens(session: Session, tenant_id: int) -> list[ApiToken]:
@@ -193,3 +224,50 @@ def load_principal(session: Session, token_id: int, *, now: datetime | None = No
     if row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
         raise Unauthorized("session expired or token revoked")
     return principal_for(row)
+
+
+# --- dashboard sessions, kept server side so that signing out ends them ------------------------------------------
+
+#: A dashboard session lasts at most this long, however it is replayed [s].
+WEB_SESSION_MAX_AGE_S = 12 * 3600
+
+
+def open_web_session(session: Session, token_id: int, *, now: datetime | None = None) -> str:
+    """Record a new dashboard session of ``token_id``; returns its id for the cookie (only its hash is stored)."""
+    now = now or utcnow()
+    session.execute(delete(WebSession).where(
+        WebSession.token_id == token_id, WebSession.created_at < now - timedelta(seconds=WEB_SESSION_MAX_AGE_S)))
+    sid = secrets.token_urlsafe(32)
+    session.add(WebSession(sid_hash=hash_token(sid), token_id=token_id, created_at=now))
+    session.commit()
+    return sid
+
+
+def web_session_principal(session: Session, sid: object, token_id: object, *, now: datetime | None = None) -> Principal:
+    """The principal of a live dashboard session: its row exists (not signed out), is young enough and belongs to
+    ``token_id``, and that token is neither revoked nor expired. Anything else is Unauthorized."""
+    now = now or utcnow()
+    if not isinstance(sid, str) or not sid or not isinstance(token_id, int):
+        raise Unauthorized("signed out or session expired")
+    row = session.scalar(select(WebSession).where(WebSession.sid_hash == hash_token(sid)))
+    if row is None or row.token_id != token_id or row.created_at <= now - timedelta(seconds=WEB_SESSION_MAX_AGE_S):
+        raise Unauthorized("signed out or session expired")
+    return load_principal(session, token_id, now=now)
+
+
+def end_web_session(session: Session, sid: object) -> None:
+    """Sign out: the session's row goes, so a copy of its cookie is worth nothing."""
+    if isinstance(sid, str) and sid:
+        session.execute(delete(WebSession).where(WebSession.sid_hash == hash_token(sid)))
+        session.commit()
+def local_principal(session: Session, tenant: str | None = None) -> Principal:
+    """Who the ``gridshift`` command acts as on this host (it holds the database URL, so it is trusted): an admin of
+    ``tenant``, or without one an admin of the operator tenant, who sees every tenant's work."""
+    row: Tenant | None
+    if tenant is not None:
+        row = get_tenant(session, tenant)
+    else:
+        row = session.scalar(select(Tenant).where(Tenant.is_operator.is_(True)).order_by(Tenant.id).limit(1))
+    if row is None:
+        return Principal(0, "local", 0, "cli", Role.ADMIN, True)
+    return Principal(row.id, row.slug, 0, "cli", Role.ADMIN, tenant is None or row.is_operator)

@@ -188,6 +188,11 @@ def list_clusters(session: Session) -> list[Cluster]:
     return list(session.scalars(select(Cluster).order_by(Cluster.name)))
 
 
+def find_cluster(session: Session, name: str) -> Cluster | None:
+    """The cluster called ``name``, or None."""
+    return session.scalar(select(Cluster).where(Cluster.name == name))
+
+
 def upsert_region(session: Session, code: str, values: dict[str, Any], *,
                   currencies: Collection[str] | None = None) -> Region:
     """Create or update a region. ``currencies`` (the reporting currency and those with an exchange rate), when
@@ -306,8 +311,13 @@ def upsert_cluster(
     stored ones, ``{}`` clears them. The connector's schema is checked against config and credentials together,
     so a required credential (a Slurm REST token, say) may live only in the encrypted part."""
     from connectors.base import ConfigError
-    from connectors.registry import get_connector
+    from connectors.registry import credential_fields, get_connector
 
+    misplaced = credential_fields(kind, config)
+    if misplaced:
+        raise ValidationFailed("credentials in a cluster's config", [FieldError(
+            f"config.{key}", "holds a credential: send it under 'secrets' (stored encrypted, never returned)")
+            for key in misplaced])  # fmt: skip
     row = session.scalar(select(Cluster).where(Cluster.name == name))
     stored = cluster_secrets(row, keys) if row is not None else {}
     effective = stored if secrets is None else secrets

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import uuid
 from collections.abc import Sequence
@@ -14,10 +15,11 @@ from sqlalchemy import insert, literal, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload
 
+from app import crypto
 from app.db import is_postgresql, utcnow
 from app.enums import TERMINAL_JOB_STATES, JobState
-from app.errors import Conflict, FieldError, NotFound, ValidationFailed
-from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Region, Run
+from app.errors import MAX_ERRORS, Conflict, FieldError, NotFound, ValidationFailed
+from app.models import Assignment, HardwareType, IdempotencyKey, Job, JobEvent, Region, Run, Tenant
 from app.services import audit
 from app.services.assignments import current_plan_id
 from app.services.auth import Principal
@@ -126,16 +128,22 @@ def check_job(fields: dict[str, Any], fleet: FleetSnapshot, *, prefix: str = "")
 def validate_batch(
     items: Sequence[dict[str, Any]], fleet: FleetSnapshot, now: datetime, *, prefix: str = "jobs"
 ) -> list[JobValues]:
-    """Normalise and check every item; raises ValidationFailed listing every bad item's fields."""
-    rows, errors = [], []
+    """Normalise and check every item; raises ValidationFailed listing the first ``MAX_ERRORS`` bad fields and
+    counting all of them (the answer's size does not grow with the batch)."""
+    rows: list[dict[str, Any]] = []
+    errors: list[FieldError] = []
+    count = bad = 0
     for i, item in enumerate(items):
         row = normalise(item, now)
         _elig, errs = check_job(row, fleet, prefix=f"{prefix}[{i}]." if prefix else "")
-        errors.extend(errs)
+        if errs:
+            bad += 1
+            count += len(errs)
+            errors.extend(errs[: MAX_ERRORS - len(errors)])
         rows.append(row)
     if errors:
-        bad = len({e.field.split(".")[0] for e in errors})
-        raise ValidationFailed(f"{bad} of {len(items)} jobs are invalid; nothing was stored", errors)
+        raise ValidationFailed(f"{bad} of {len(items)} jobs are invalid; nothing was stored", errors,
+                               error_count=count)
     return [JobValues.from_fields(row) for row in rows]
 
 
@@ -146,14 +154,18 @@ def submit_jobs(
     *,
     now: datetime | None = None,
     prefix: str = "jobs",
+    keys: tuple[str, ...] = (),
 ) -> tuple[str, list[int]]:
-    """Store a whole batch in one transaction; returns (batch id, job ids in input order)."""
+    """Store a whole batch in one transaction; returns (batch id, job ids in input order). A job's ``secret_env`` is
+    stored encrypted with the newest of ``keys`` (app/crypto.py), never in clear."""
     now = now or utcnow()
     rows = [values.as_row() for values in validate_batch(items, snapshot(session), now, prefix=prefix)]
     batch_id = uuid.uuid4().hex
-    for row in rows:
+    for row, item in zip(rows, items, strict=True):
+        secret_env = item.get("secret_env") or None
         row.update(tenant_id=principal.tenant_id, batch_id=batch_id, state=JobState.PENDING,
-                   created_at=now, updated_at=now)
+                   created_at=now, updated_at=now,
+                   secret_env_encrypted=crypto.encrypt_json(keys, secret_env) if secret_env else None)  # fmt: skip
     ids = _insert_jobs(session, rows)
     # one "submitted" event per job of the batch, written by the database in one statement
     events = JobEvent.__table__.c
@@ -184,8 +196,12 @@ def _insert_jobs(session: Session, rows: list[dict[str, Any]]) -> list[int]:
     return list(session.scalars(insert(Job).returning(Job.id, sort_by_parameter_order=True), rows))
 
 
-def request_hash(payload: Any) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+def request_hash(payload: Any, key: str | bytes = b"") -> str:
+    """Fingerprint of a request body for Idempotency-Key: an HMAC under the service's secret key, since the body
+    may hold secrets (``secret_env``) and a plain hash of a short secret can be guessed from the database."""
+    raw = key.encode() if isinstance(key, str) else key
+    body = json.dumps(payload, sort_keys=True, default=str).encode()
+    return hmac.new(raw, body, hashlib.sha256).hexdigest()
 
 
 def find_idempotent(session: Session, tenant_id: int, key: str, payload_hash: str) -> IdempotencyKey | None:
@@ -208,9 +224,10 @@ def remember_idempotent(
 
 
 def get_job(session: Session, principal: Principal, job_id: int) -> Job:
-    """A tenant sees only its own jobs: any other id is simply not found."""
-    job = session.get(Job, job_id)
-    if job is None or job.tenant_id != principal.tenant_id:
+    """A tenant sees only its own jobs: any other id is simply not found. Operators (admin, read-only) see every
+    tenant's."""
+    job = session.get(Job, job_id) if 0 < job_id < 2**31 else None  # ids are 32-bit in the database
+    if job is None or not principal.can_see(job.tenant_id):
         raise NotFound(f"job {job_id}")
     return job
 
@@ -225,6 +242,8 @@ def list_runs(session: Session, principal: Principal, job_id: int) -> list[Run]:
 
 def cancel_job(session: Session, principal: Principal, job_id: int) -> Job:
     job = get_job(session, principal, job_id)
+    if job.tenant_id != principal.tenant_id and not principal.is_fleet_admin:
+        raise NotFound(f"job {job_id}")  # a read-only operator reads other tenants' jobs, never changes them
     if job.state in TERMINAL_JOB_STATES:
         raise Conflict(f"job {job_id} is already {job.state.value}", [FieldError("state", job.state.value)])
     set_state(session, job, JobState.CANCELLED, f"cancelled by {principal.actor}")
@@ -240,13 +259,24 @@ class JobFilter:
     deadline_from: datetime | None = None
     deadline_to: datetime | None = None
     batch_id: str | None = None
+    tenant: str | None = None  # a slug; operators only
 
 
 def list_jobs(
     session: Session, principal: Principal, flt: JobFilter, *, limit: int, cursor: str | None = None
 ) -> tuple[list[Job], str | None]:
-    """Jobs of the caller's tenant, newest first, with a cursor to the next page."""
-    q = select(Job).where(Job.tenant_id == principal.tenant_id)
+    """Jobs of the caller's tenant (an operator's: every tenant's, or ``flt.tenant``'s), newest first, with a cursor
+    to the next page."""
+    q = select(Job)
+    if not principal.sees_fleet:
+        if flt.tenant is not None and flt.tenant != principal.tenant_slug:
+            raise NotFound(f"tenant {flt.tenant!r}")
+        q = q.where(Job.tenant_id == principal.tenant_id)
+    elif flt.tenant is not None:
+        tid = session.scalar(select(Tenant.id).where(Tenant.slug == flt.tenant))
+        if tid is None:
+            raise ValidationFailed("unknown tenant", [FieldError("tenant", f"unknown tenant {flt.tenant!r}")])
+        q = q.where(Job.tenant_id == tid)
     if flt.state:
         q = q.where(Job.state.in_([JobState(s) for s in flt.state]))
     if flt.deadline_from:
@@ -269,6 +299,14 @@ def list_jobs(
     jobs = list(session.scalars(q.order_by(Job.id.desc()).limit(limit + 1)))
     nxt = encode_cursor(jobs[limit - 1].id) if len(jobs) > limit else None
     return jobs[:limit], nxt
+
+
+def tenant_slugs(session: Session, principal: Principal, jobs: Sequence[Job]) -> dict[str, str]:
+    """Slugs of the tenants owning ``jobs`` (by id, as text), for an operator's listing; empty for a tenant."""
+    ids = {j.tenant_id for j in jobs}
+    if not principal.sees_fleet or not ids:
+        return {}
+    return {str(i): slug for i, slug in session.execute(select(Tenant.id, Tenant.slug).where(Tenant.id.in_(ids)))}
 
 
 def window(job: Job) -> timedelta:

@@ -20,7 +20,7 @@ import gzip
 import io
 import math
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -47,7 +47,7 @@ HARMONIZED_COLUMNS: dict[str, SeriesKind] = {
 WIND_SOLAR_COLUMNS = ("solar_forecast_mw", "wind_onshore_forecast_mw", "wind_offshore_forecast_mw")
 # upstream (ENTSO-E via the harmonized and deepforkit files) wrote 0 for a missing load or generation forecast
 ZERO_IS_MISSING = {SeriesKind.LOAD, SeriesKind.LOAD_FORECAST, SeriesKind.GENERATION_FORECAST}
-MAX_ERRORS = 50
+MAX_ERRORS = 100  # bad lines listed; every one is counted (error_count)
 # the sizes of market_series' text columns: a longer value is a bad line, not a database error
 TEXT_LIMITS: dict[str, int] = {
     name: MarketSeries.__table__.c[name].type.length for name in ("zone", "unit", "source")  # type: ignore[attr-defined]
@@ -102,12 +102,13 @@ def _num(raw: str) -> float | None:
 def _parse_csv(
     lines: Iterable[str], *, zone: str | None, source: str, start: datetime | None = None, end: datetime | None = None
 ) -> list[Point]:
-    """Parse either format; raises ValidationFailed naming each bad line (first 50)."""
+    """Parse either format; raises ValidationFailed naming each bad line (the first MAX_ERRORS, all counted)."""
     reader = csv.reader(lines)
     header = [h.strip() for h in next(reader, [])]
     if not header:
         raise ValidationFailed("empty file", [FieldError("line 1", "no header")])
     errors: list[FieldError] = []
+    n_bad = 0
     points: list[Point] = []
     for name, given in (("zone", zone), ("source", source)):
         try:
@@ -137,9 +138,9 @@ def _parse_csv(
                     total = sum(p for p in parts if p is not None)
                     points.append(Point(zone, SeriesKind.WIND_SOLAR_FORECAST, ts, total, "MW", source))
             except (ValueError, IndexError) as exc:
-                errors.append(FieldError(f"line {lineno}", str(exc) or "malformed row"))
-                if len(errors) >= MAX_ERRORS:
-                    break
+                n_bad += 1
+                if len(errors) < MAX_ERRORS:
+                    errors.append(FieldError(f"line {lineno}", str(exc) or "malformed row"))
     elif {"zone", "kind", "timestamp", "value"} <= set(header):
         idx = {name: header.index(name) for name in header}
         for lineno, row in enumerate(reader, start=2):
@@ -162,16 +163,16 @@ def _parse_csv(
                     continue
                 points.append(Point(z, kind, ts, value, unit, src, issued))
             except (ValueError, IndexError) as exc:
-                errors.append(FieldError(f"line {lineno}", str(exc) or "malformed row"))
-                if len(errors) >= MAX_ERRORS:
-                    break
+                n_bad += 1
+                if len(errors) < MAX_ERRORS:
+                    errors.append(FieldError(f"line {lineno}", str(exc) or "malformed row"))
     else:
         raise ValidationFailed(
             "unknown CSV format",
             [FieldError("line 1", "expected a 'timestamp_utc' column (harmonized) or zone,kind,timestamp,value")],
         )
     if errors:
-        raise ValidationFailed(f"{len(errors)} bad line(s); nothing was imported", errors)
+        raise ValidationFailed(f"{n_bad} bad line(s); nothing was imported", errors, error_count=n_bad)
     return points
 
 
@@ -200,7 +201,8 @@ def parse_upload(data: bytes, *, zone: str | None, source: str, max_bytes: int =
     return _parse_csv(io.StringIO(text, newline=""), zone=zone, source=source)
 
 
-def store(session: Session, points: list[Point], *, chunk: int = 5000) -> int:
+def store(session: Session, points: list[Point], *, chunk: int = 5000,
+          on_progress: Callable[[int], None] | None = None) -> int:
     """Upsert points in the caller's transaction (later imports of the same point replace its value).
 
     A replaced row takes the id a new row would have had, so that ids follow import order and :func:`query` can
@@ -223,6 +225,8 @@ def store(session: Session, points: list[Point], *, chunk: int = 5000) -> int:
             for p in points[i : i + chunk]
         ]
         session.execute(stmt, rows)
+        if on_progress is not None:
+            on_progress(len(rows))  # points stored by this chunk (a progress bar's step)
     return len(points)
 
 

@@ -37,7 +37,7 @@ def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
     """The plan as the caller may see it: a tenant its own jobs' assignments and unplanned entries; an operator admin
     every assignment and the per-region totals (left out for tenants: even a count would tell one tenant about
     another's work)."""
-    everyone = p.is_fleet_admin
+    everyone = p.sees_fleet
     q = (
         select(Assignment, Job.name, Job.gpu_count)
         .join(Job, Job.id == Assignment.job_id)
@@ -69,7 +69,8 @@ def plan_view(session: Session, p: Principal, plan: Plan) -> dict[str, Any]:
             .where(Assignment.plan_id == plan.id).group_by(Region.code).order_by(Region.code)
         )
     ]
-    return {**head(plan, fleet=everyone), "assignments": assignments, "unplanned": unplanned,
+    own = None if everyone else own_objectives(session, p.tenant_id, [plan])[plan.id]
+    return {**head(plan, fleet=everyone, own_objective=own), "assignments": assignments, "unplanned": unplanned,
             "region_totals": totals}
 
 
@@ -120,19 +121,41 @@ def problems(plan: Plan) -> list[str]:
     return [str(x) for x in (stats.get("violations") or (stats.get("solve") or {}).get("notes") or [])]
 
 
-def head(plan: Plan, *, fleet: bool) -> dict[str, Any]:
+def own_objectives(session: Session, tenant_id: int, plans: list[Plan]) -> dict[int, float | None]:
+    """Each plan's objective over one tenant's own assignments: their cost for a cost objective, their CO2 [kg] for a
+    carbon one (also under a cost cap); None for a weighted objective (and 0.0 for a plan without such jobs)."""
+    sums = {pid: (cost, carbon) for pid, cost, carbon in session.execute(
+        select(Assignment.plan_id, func.sum(Assignment.cost), func.sum(Assignment.carbon_kg))
+        .join(Job, Job.id == Assignment.job_id)
+        .where(Job.tenant_id == tenant_id, Assignment.plan_id.in_([p.id for p in plans]))
+        .group_by(Assignment.plan_id)
+    )}  # fmt: skip
+    out: dict[int, float | None] = {}
+    for plan in plans:
+        cost, carbon = sums.get(plan.id, (0.0, 0.0))
+        kind = str(plan.objective or "")
+        out[plan.id] = float(cost or 0.0) if kind == "cost" else (
+            float(carbon or 0.0) if kind in ("carbon", "carbon_cost_cap") else None)  # fmt: skip
+    return out
+
+
+def head(plan: Plan, *, fleet: bool, own_objective: float | None = None) -> dict[str, Any]:
     """When and why the plan was made, how well it was solved, whether it is current or pruned; why it failed only
-    when ``fleet`` (the reasons name other tenants' jobs)."""
+    when ``fleet`` (the reasons name other tenants' jobs). The objective value, bound and gap are the fleet's only
+    when ``fleet``; a tenant gets the objective over its own jobs (``own_objective``) and no bound or gap."""
+    figures = {"objective_value": plan.objective_value, "best_bound": plan.best_bound, "gap_pct": plan.gap_pct}
+    if not fleet:
+        figures = {"objective_value": own_objective, "best_bound": None, "gap_pct": None}
     return {
         "id": plan.id, "created_at": plan.created_at, "horizon_start": plan.horizon_start,
         "horizon_end": plan.horizon_end, "slot_minutes": plan.slot_minutes, "objective": plan.objective,
         "solver": plan.solver, "trigger": plan.trigger, "status": plan.status.value, "is_current": plan.is_current,
-        "objective_value": plan.objective_value, "best_bound": plan.best_bound, "gap_pct": plan.gap_pct,
-        "pruned_at": plan.pruned_at, "problems": problems(plan) if fleet else [],
+        **figures, "pruned_at": plan.pruned_at, "problems": problems(plan) if fleet else [],
     }
 
 
-def summary(plan: Plan, counts: tuple[int, int] | None, *, fleet: bool, currency: str) -> dict[str, Any]:
+def summary(plan: Plan, counts: tuple[int, int] | None, *, fleet: bool, currency: str,
+            own_objective: float | None = None) -> dict[str, Any]:
     """The plan's head: when, why, how well solved; fleet-wide totals only when ``fleet``."""
     stats = plan.stats or {}
     solve = stats.get("solve") or {}
@@ -146,7 +169,7 @@ def summary(plan: Plan, counts: tuple[int, int] | None, *, fleet: bool, currency
             "run_now_energy_kwh": run_now.get("energy_kwh"), "run_now_cost": run_now.get("cost"),
             "run_now_carbon_kg": run_now.get("carbon_kg"), "currency": stats.get("currency") or currency,
         }
-    return {**head(plan, fleet=fleet), "solve_s": solve.get("wall_s"), "fleet": totals}
+    return {**head(plan, fleet=fleet, own_objective=own_objective), "solve_s": solve.get("wall_s"), "fleet": totals}
 
 
 def list_plans(
@@ -162,9 +185,11 @@ def list_plans(
     plans = list(session.scalars(q.order_by(Plan.id.desc()).limit(limit + 1)))
     nxt = encode_cursor(plans[limit - 1].id, kind="p") if len(plans) > limit else None
     plans = plans[:limit]
-    fleet = principal.is_fleet_admin  # fleet-wide figures name every tenant's work
+    fleet = principal.sees_fleet  # fleet-wide figures name every tenant's work
     counts = _counted(session, plans) if fleet else {}
-    return [summary(p, counts.get(p.id), fleet=fleet, currency=settings.reporting_currency) for p in plans], nxt
+    own = {} if fleet else own_objectives(session, principal.tenant_id, plans)
+    return [summary(p, counts.get(p.id), fleet=fleet, currency=settings.reporting_currency,
+                    own_objective=own.get(p.id)) for p in plans], nxt
 
 
 def prune(session: Session, settings: Settings, *, now: datetime, batch: int = PRUNE_BATCH) -> dict[str, int]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -211,7 +211,7 @@ def _params(settings: Settings, trigger: str = "") -> SolveParams:
 
 
 def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_hours: int, objective: str,
-               trigger: str) -> PlanRecord:
+               trigger: str, on_phase: Callable[[str], None] | None = None) -> PlanRecord:
     """Plan every open job, store the plan as the current one and update job states; no commit.
 
     A plan that failed (no plan in time, a model the solver refused, or a plan that breaks a constraint) is stored
@@ -231,14 +231,20 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
         ``cost``, ``carbon`` or ``weighted``.
     trigger : str
         Why the plan runs (nightly, hourly, manual, failure...).
+    on_phase : callable, optional
+        Told ``"problem"``, ``"solve"`` and ``"store"`` as the plan reaches each step (progress of a plan run).
     """
+    phase = on_phase or (lambda _name: None)
+    phase("problem")
     audit_seen = last_entry(session)  # before the fleet is read: a fleet change after it re-plans (replan.fleet_changed)
     open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
     problem, _ = build_problem(session, settings, now=now, horizon_hours=horizon_hours, objective=objective,
                                jobs=[(str(j.id), JobValues.from_row(j)) for j in open_jobs])
+    phase("solve")
     plan = get_solver("gridshift")(problem, _params(settings, trigger))
     report = check_plan(problem, plan)
     run_now = SOLVERS["run_now"](problem, _params(settings))
+    phase("store")
     end = problem.slot_start(problem.n_slots)
     status = STATUS.get(str(plan.status), PlanStatus.FAILED)
     stats = {"solve": {"wall_s": plan.stats.wall_s, "phases": dict(plan.stats.phases), "notes": list(plan.stats.notes),

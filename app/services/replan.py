@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy import select, text
@@ -18,8 +19,11 @@ from app.services.audit import fleet_changed_since
 PLAN_LOCK_KEY = 0x67726964  # "grid"
 
 
-def replan(session: Session, settings: Settings, trigger: str, *, now: datetime | None = None):  # type: ignore[no-untyped-def]
+def replan(session: Session, settings: Settings, trigger: str, *, now: datetime | None = None,  # type: ignore[no-untyped-def]
+           on_phase: Callable[[str], None] | None = None):
     """Plan every open job now with the configured horizon and objective; the caller commits.
+
+    ``on_phase`` is told each step the plan reaches (``planning.plan_fleet``).
 
     On PostgreSQL concurrent calls (a failure-triggered re-plan meeting the hourly one, or an operator's) wait
     for each other instead of writing two current plans; SQLite serialises writers by itself.
@@ -29,7 +33,7 @@ def replan(session: Session, settings: Settings, trigger: str, *, now: datetime 
     if is_postgresql(session):
         session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PLAN_LOCK_KEY})
     return plan_fleet(session, settings, now=now or utcnow(), horizon_hours=settings.horizon_hours,
-                      objective=settings.objective, trigger=trigger)
+                      objective=settings.objective, trigger=trigger, on_phase=on_phase)
 
 
 def fleet_changed(session: Session) -> bool:

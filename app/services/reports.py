@@ -1,21 +1,30 @@
 """Energy, cost and carbon accounting: per-job receipts and monthly reports per tenant and region.
 
-Each job with a plan or a run gives one ledger entry:
+Each job with a plan or a run gives one ledger entry (shapes and sums in :mod:`app.services.ledger`):
 
-* **metered** when its latest run finished with a metered energy reading (``runs.energy_kwh``, IT energy of the
-  GPUs), or when the job ended (cancelled, failed, unschedulable) after runs that were metered. Every finished run
-  with a reading counts, failed and cancelled attempts too, since they drew power: a chunk's run counts once per
-  chunk of its assignment (a redelivered chunk: its latest run). Each run's facility energy is its reading times its
-  region's PUE, like the planner's figures; the run's cost and carbon (computed by the status sync on facility
-  energy) are used, and where a run did not record them they are the planned price and intensity per kWh applied
-  to its facility energy. A chunked assignment (an interruptible job run as one run per chunk) is metered once its
-  last chunk has; before that, like a job whose retry has not finished, it is reported on its plan;
+* **settled** when its latest run finished with an energy reading (``runs.energy_kwh``, IT energy of the GPUs), or
+  when the job ended (cancelled, failed, unschedulable) after runs that had one. Its basis is ``metered`` when every
+  reading was measured (NVML, the runtime's accounting) and ``estimated`` when one was the runtime's estimate from
+  the hardware's power profile. Every finished run with a reading counts, failed and cancelled attempts too, since
+  they drew power: a chunk's run counts once per chunk of its assignment (a redelivered chunk: its latest run).
+  Each run's facility energy is its reading times its region's PUE, like the planner's figures; the run's cost and
+  carbon (computed by the status sync on facility energy) are used, and where a run did not record them they are
+  the planned price and intensity per kWh applied to its facility energy. A chunked assignment (an interruptible
+  job run as one run per chunk) is settled once its last chunk is; before that, like a job whose retry has not
+  finished, it is reported on its plan;
 * **planned** otherwise, from its assignment: the one its run executed, else the current plan's, else (for a job
   still open) the newest. A job cancelled, failed or found unschedulable without a metered run used nothing and
   gives no entry, whatever plans it was once in.
 
-An entry belongs to the UTC month in which it starts (its first counted run's start, else planned start). Savings compare an entry with
-the run-now counterfactual stored on its assignment (the same job started at release in its home region).
+An entry belongs to the UTC month in which it starts (its first counted run's start, else planned start).
+
+**Run-now counterfactual: the same work.** A planned entry is compared with the run-now plan stored on its
+assignment (the planned duration, started at release in its home region). A settled entry is compared with the
+work that actually ran: its metered IT energy over its metered run time, on the hardware it ran on, started at the
+job's release (or submission, if later) in its home region (else where it ran), at that region's PUE, priced at
+those hours' price and carbon intensity. Where the region's series have no value for those hours, the run-now
+plan's price and intensity per kWh apply. A job of 20 s metered at 0.003 kWh is thus compared with 0.003 kWh drawn
+for 20 s at release, not with the full slot the plan held for it.
 
 Carbon is reported two ways, following the GHG Protocol Scope 2 guidance (2015): **location-based** with the grid's
 average intensity, and **market-based** where energy contracts (PPAs, guarantees of origin) cover a share of a
@@ -33,150 +42,39 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
+from functools import partial
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from app.db import utcnow
-from app.enums import TERMINAL_JOB_STATES, JobState, RunState
+from app.enums import TERMINAL_JOB_STATES, JobState, RunState, SeriesKind
 from app.errors import FieldError, NotFound, ValidationFailed
 from app.models import Assignment, Cluster, EnergyContract, Job, Region, Run, Tenant
 from app.services.assignments import current_plan_id
 from app.services.auth import Principal
+from app.services.ledger import (
+    ESTIMATED,
+    METERED,
+    PLANNED,
+    Entry,
+    MonthlyReport,
+    ReportRow,
+    month_range,
+    rate,
+    sum_row,
+    tenant_currency,
+)
+from app.services.provenance import market_provenance
+from app.services.series import hourly_series, priced
 
-METERED, PLANNED = "metered", "planned"
-TENANT_CURRENCY_DEFAULT = "EUR"  # tenants.reporting_currency of a tenant with no currency of its own
+__all__ = ["ESTIMATED", "METERED", "PLANNED", "Entry", "MonthlyReport", "ReportRow", "build_entries",
+           "monthly_report", "receipt"]
 # Jobs that ended without running to completion: billed on what their runs metered, never on a plan.
 UNBILLED_UNLESS_METERED = frozenset({JobState.CANCELLED, JobState.FAILED, JobState.UNSCHEDULABLE})
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One job's accounting: what it used (or is planned to use) and its run-now counterfactual."""
-
-    job_id: int
-    job_name: str
-    tenant: str
-    state: str
-    basis: str  # metered | planned
-    region: str
-    hardware: str
-    gpu_count: int
-    start_at: datetime
-    end_at: datetime
-    runtime_job_id: str | None
-    energy_source: str | None  # nvml | accounting | estimate | None (planned)
-    planned_energy_kwh: float
-    metered_energy_kwh: float | None  # metered IT (GPU) energy [kWh]
-    energy_kwh: float  # facility energy: planned, or metered x PUE [kWh]
-    cost: float  # [reporting currency]
-    currency: str
-    carbon_kg: float  # location-based [kgCO2eq]
-    carbon_market_kg: float | None  # market-based where a contract covers the region [kgCO2eq]
-    run_now_energy_kwh: float | None
-    run_now_cost: float | None  # [reporting currency]
-    run_now_carbon_kg: float | None
-
-    @property
-    def saving_cost(self) -> float | None:
-        """Run-now cost minus this entry's cost [reporting currency]; positive is a saving."""
-        return None if self.run_now_cost is None else self.run_now_cost - self.cost
-
-    @property
-    def saving_carbon_kg(self) -> float | None:
-        """Run-now emissions minus this entry's location-based emissions [kgCO2eq]."""
-        return None if self.run_now_carbon_kg is None else self.run_now_carbon_kg - self.carbon_kg
-
-
-@dataclass(frozen=True, slots=True)
-class ReportRow:
-    """Sums over the entries of one month, tenant and region ("all" in the totals row)."""
-
-    month: str
-    tenant: str
-    region: str
-    currency: str
-    jobs: int
-    metered_jobs: int
-    energy_kwh: float
-    cost: float
-    carbon_kg: float
-    carbon_market_kg: float | None
-    run_now_cost: float
-    run_now_carbon_kg: float
-    saving_cost: float
-    saving_carbon_kg: float
-
-    @property
-    def saving_pct(self) -> float | None:
-        """Cost saving against run-now [%] of the run-now cost."""
-        return 100.0 * self.saving_cost / self.run_now_cost if self.run_now_cost > 0 else None
-
-
-@dataclass(frozen=True, slots=True)
-class MonthlyReport:
-    month: str
-    start: datetime
-    end: datetime
-    currency: str
-    tenant: str  # a slug, or "all" for an operator's fleet-wide report
-    rows: tuple[ReportRow, ...]
-    total: ReportRow
-    generated_at: datetime
-
-
-def month_range(month: str | None, now: datetime | None = None) -> tuple[str, datetime, datetime]:
-    """``"2030-01"`` -> (label, first instant, first instant of the next month), UTC; None means this month."""
-    if month is None:
-        now = now or utcnow()
-        year, mon = now.year, now.month
-    else:
-        try:
-            year_s, mon_s = month.split("-")
-            year, mon = int(year_s), int(mon_s)
-            if not (1 <= mon <= 12 and 2000 <= year <= 2200) or len(mon_s) != 2:
-                raise ValueError
-        except ValueError as exc:
-            raise ValidationFailed("bad month", [FieldError("month", "expected YYYY-MM, e.g. 2030-01")]) from exc
-    start = datetime(year, mon, 1, tzinfo=UTC)
-    end = datetime(year + (mon == 12), mon % 12 + 1, 1, tzinfo=UTC)
-    return f"{year:04d}-{mon:02d}", start, end
-
-
-def tenant_currency(tenant: Tenant | None, configured: str) -> str:
-    """The currency ``tenant`` reports in: its own, else the deployment's ``GRIDSHIFT_REPORTING_CURRENCY``.
-
-    ``tenants.reporting_currency`` holds the column's default (EUR) unless a currency was chosen for the tenant, so
-    the default stands for "none of its own".
-    """
-    own = tenant.reporting_currency if tenant is not None else None
-    return own if own and own != TENANT_CURRENCY_DEFAULT else configured
-
-
-def _rate(fx_rates: Mapping[str, float], currency: str, target: str, configured: str) -> float:
-    """Units of ``target`` per unit of ``currency``.
-
-    ``fx_rates`` gives units of the configured reporting currency per unit of another currency (``GBP=1.17``), so a
-    tenant reporting in a currency of its own goes through the configured one.
-    """
-    if currency == target:
-        return 1.0
-
-    def per_unit(cur: str) -> float:  # units of the configured currency per unit of ``cur``
-        if cur == configured:
-            return 1.0
-        rate = fx_rates.get(cur)
-        if rate is None:
-            raise ValidationFailed(
-                f"no exchange rate from {currency} to the reporting currency {target}",
-                [FieldError("currency", f"GRIDSHIFT_FX_RATES has no rate for {cur} ({cur}=<{configured} per {cur}>)")],
-            )
-        return float(rate)
-
-    return per_unit(currency) / per_unit(target)
 
 
 def _pick_assignments(session: Session, jobs: Sequence[Job], runs: Mapping[int, Run]) -> dict[int, Assignment]:
@@ -277,6 +175,98 @@ def _market_carbon_kg(
     return energy_kwh * (share * covered_g + (1.0 - share) * location_g) / 1000.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Used:
+    """What a settled job's counted runs used: IT and facility energy, cost, carbon, and when and where."""
+
+    it_kwh: float  # every counted run's IT energy [kWh]
+    work_kwh: float  # the successful runs' IT energy: the work run now would have done [kWh]
+    energy_kwh: float
+    cost: float
+    carbon_kg: float
+    start: datetime
+    end: datetime
+    run_s: float  # the successful runs' metered time [s]
+    region: Region  # where its last counted run ran
+    basis: str  # metered | estimated
+
+
+def _used(counted: Sequence[Run], a: Assignment, regions: Mapping[int, Region], cluster_region: Mapping[int, int],
+          to_reporting: Callable[[str], float]) -> _Used:
+    per_kwh_cost = a.cost / a.energy_kwh if a.energy_kwh else 0.0
+    per_kwh_carbon = a.carbon_kg / a.energy_kwh if a.energy_kwh else 0.0
+    it_kwh = energy = cost = carbon = 0.0
+    region = a.region
+    # The work itself is what the successful runs did: a failed attempt is this schedule's loss, not work that run
+    # now would have repeated. A job that never succeeded (it ended failed or cancelled) did all its runs' work.
+    work = [r for r in counted if r.state == RunState.SUCCEEDED] or list(counted)
+    work_kwh = math.fsum(float(r.energy_kwh or 0.0) for r in work)
+    run_s = math.fsum(max(0.0, (r.finished_at - r.started_at).total_seconds())
+                      for r in work if r.started_at is not None and r.finished_at is not None)
+    for r in counted:
+        # A run is in its cluster's region (a retry may run elsewhere than the plan row picked here).
+        region = regions.get(cluster_region.get(r.cluster_id or 0, -1)) or a.region
+        facility_kwh = float(r.energy_kwh or 0.0) * (region.pue or 1.0)  # metered IT -> facility energy
+        it_kwh += float(r.energy_kwh or 0.0)
+        energy += facility_kwh
+        # The status sync prices a run with its zone's own series, in the region's currency; the plan's rows are in
+        # the currency the plan was made in.
+        cost += r.cost * to_reporting(region.currency) if r.cost is not None else \
+            facility_kwh * per_kwh_cost * to_reporting(a.currency)
+        carbon += r.carbon_kg if r.carbon_kg is not None else facility_kwh * per_kwh_carbon
+    starts = [r.started_at for r in counted if r.started_at is not None]
+    start = min(starts) if starts else (counted[0].submitted_at or a.start_at)
+    end = max(r.finished_at or a.end_at for r in counted)
+    basis = ESTIMATED if any(r.energy_source == "estimate" for r in counted) else METERED
+    return _Used(it_kwh, work_kwh, energy, cost, carbon, start, end, run_s, region, basis)
+
+
+class _Series:
+    """Hourly price and carbon series read once per zone and kind for a whole report."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.cache: dict[tuple[str, SeriesKind], dict[datetime, float]] = {}
+        self.wanted: dict[str, tuple[datetime, datetime]] = {}
+
+    def want(self, zone: str, start: datetime, end: datetime) -> None:
+        lo, hi = self.wanted.get(zone, (start, end))
+        self.wanted[zone] = (min(lo, start), max(hi, end))
+
+    def values(self, zone: str, kind: SeriesKind) -> dict[datetime, float]:
+        key = (zone, kind)
+        if key not in self.cache:
+            lo, hi = self.wanted[zone]
+            first = lo.replace(minute=0, second=0, microsecond=0)
+            self.cache[key] = {p.ts: p.value for p in hourly_series(self.session, zone, kind, first,
+                                                                     hi + timedelta(hours=1))}
+        return self.cache[key]
+
+
+def _run_now_start(job: Job) -> datetime:
+    """When the job would have started had it run now: at release, or at submission when released before it."""
+    return max(job.release_at, job.created_at) if job.created_at is not None else job.release_at
+
+
+def _same_work_run_now(job: Job, used: _Used, a: Assignment, home: Region, series: _Series,
+                       to_reporting: Callable[[str], float]) -> tuple[float, float | None, float | None]:
+    """(facility energy [kWh], cost [reporting currency], carbon [kg]) of the metered work run now in ``home``."""
+    start = _run_now_start(job)
+    end = start + timedelta(seconds=used.run_s)
+    energy = used.work_kwh * (home.pue or 1.0)
+    cost = priced(series.values(home.zone, SeriesKind.PRICE), start, end, energy)
+    carbon = priced(series.values(home.zone, SeriesKind.CARBON_INTENSITY), start, end, energy)
+    # No series for those hours: the run-now plan's price and intensity per kWh (for the planned duration).
+    plan_kwh = a.run_now_energy_kwh
+    if cost is not None:
+        cost *= to_reporting(home.currency)
+    elif a.run_now_cost is not None and plan_kwh:
+        cost = energy * a.run_now_cost / plan_kwh * to_reporting(a.currency)
+    if carbon is None and a.run_now_carbon_kg is not None and plan_kwh:
+        carbon = energy * a.run_now_carbon_kg / plan_kwh
+    return energy, cost, carbon
+
+
 def build_entries(
     session: Session, jobs: Sequence[Job], *, currency_of: Mapping[int, str],
     fx_rates: Mapping[str, float] | None = None, configured_currency: str = "EUR",
@@ -294,57 +284,62 @@ def build_entries(
     contracts = _contracts(session, (j.tenant_id for j in jobs))
     slugs = dict(session.execute(select(Tenant.id, Tenant.slug)).all())
     regions = {r.id: r for r in session.scalars(select(Region))}
+    by_code = {r.code: r for r in regions.values()}
     cluster_region = dict(session.execute(select(Cluster.id, Cluster.region_id)).all())
-    out: list[Entry] = []
+    series = _Series(session)
+    settled: list[tuple[Job, Assignment, _Used, Region, Callable[[str], float]]] = []
+    planned: list[tuple[Job, Assignment, Callable[[str], float]]] = []
     for job in jobs:
         a = assignments.get(job.id)
         if a is None:
             continue
-        run = runs.get(job.id)
-        reporting = currency_of.get(job.tenant_id, configured_currency)
-        rate = _rate(fx_rates, a.currency, reporting, configured_currency)
+        to_reporting = partial(rate, fx_rates, target=currency_of.get(job.tenant_id, configured_currency),
+                               configured=configured_currency)
         job_runs = all_runs.get(job.id, [])
         counted = _counted_runs(job_runs)
-        metered = bool(counted) and (_work_done(job_runs, a) or job.state in UNBILLED_UNLESS_METERED)
-        if not metered and job.state in UNBILLED_UNLESS_METERED:
-            continue  # it ended without using metered energy: nothing was used, whatever was planned
-        metered_kwh: float | None = None
-        if metered:
-            per_kwh_cost = a.cost / a.energy_kwh if a.energy_kwh else 0.0
-            per_kwh_carbon = a.carbon_kg / a.energy_kwh if a.energy_kwh else 0.0
-            metered_kwh = energy = cost = carbon = 0.0
-            for r in counted:
-                # A run is in its cluster's region (a retry may run elsewhere than the plan row picked here).
-                region = regions.get(cluster_region.get(r.cluster_id or 0, -1)) or a.region
-                facility_kwh = float(r.energy_kwh or 0.0) * (region.pue or 1.0)  # metered IT -> facility energy
-                metered_kwh += float(r.energy_kwh or 0.0)
-                energy += facility_kwh
-                # The status sync prices a run with its zone's own series, in the region's currency; the plan's
-                # rows are in the currency the plan was made in.
-                if r.cost is not None:
-                    cost += r.cost * _rate(fx_rates, region.currency, reporting, configured_currency)
-                else:
-                    cost += facility_kwh * per_kwh_cost * rate
-                carbon += r.carbon_kg if r.carbon_kg is not None else facility_kwh * per_kwh_carbon
-            starts = [r.started_at for r in counted if r.started_at is not None]
-            start = min(starts) if starts else (counted[0].submitted_at or a.start_at)
-            end = max(r.finished_at or a.end_at for r in counted)
-        else:
-            energy, cost, carbon, start, end = a.energy_kwh, a.cost * rate, a.carbon_kg, a.start_at, a.end_at
-        market = _market_carbon_kg(contracts, job.tenant_id, a.region_id, start, energy, carbon)
-        out.append(Entry(
+        if counted and (_work_done(job_runs, a) or job.state in UNBILLED_UNLESS_METERED):
+            used = _used(counted, a, regions, cluster_region, to_reporting)
+            home = by_code.get(job.home_region or "") or used.region
+            start = _run_now_start(job)
+            series.want(home.zone, start, start + timedelta(seconds=used.run_s))
+            settled.append((job, a, used, home, to_reporting))
+        elif job.state not in UNBILLED_UNLESS_METERED:  # ended without metered energy: nothing was used
+            planned.append((job, a, to_reporting))
+
+    def entry(job: Job, a: Assignment, basis: str, figures: tuple[float, float, float, datetime, datetime],
+              currency: str, run_now: dict[str, object]) -> Entry:
+        energy, cost, carbon, start, end = figures
+        run = runs.get(job.id)
+        counted = _counted_runs(all_runs.get(job.id, []))
+        return Entry(
             job_id=job.id, job_name=job.name, tenant=slugs.get(job.tenant_id, str(job.tenant_id)),
-            state=job.state.value, basis=METERED if metered else PLANNED,
-            region=a.region.code, hardware=a.hardware_type.code, gpu_count=job.gpu_count,
-            start_at=start, end_at=end, runtime_job_id=run.runtime_job_id if run else None,
-            energy_source=counted[-1].energy_source if metered else None,
-            planned_energy_kwh=a.energy_kwh, metered_energy_kwh=metered_kwh,
-            energy_kwh=energy, cost=cost, currency=reporting, carbon_kg=carbon, carbon_market_kg=market,
-            run_now_energy_kwh=a.run_now_energy_kwh,
-            run_now_cost=None if a.run_now_cost is None else a.run_now_cost * rate,
-            run_now_carbon_kg=a.run_now_carbon_kg,
-        ))
-    return out
+            state=job.state.value, basis=basis, region=a.region.code, hardware=a.hardware_type.code,
+            gpu_count=job.gpu_count, start_at=start, end_at=end, runtime_job_id=run.runtime_job_id if run else None,
+            energy_source=counted[-1].energy_source if basis != PLANNED and counted else None,
+            planned_energy_kwh=a.energy_kwh,
+            metered_energy_kwh=math.fsum(float(r.energy_kwh or 0.0) for r in counted) if basis != PLANNED else None,
+            energy_kwh=energy, cost=cost, currency=currency, carbon_kg=carbon,
+            carbon_market_kg=_market_carbon_kg(contracts, job.tenant_id, a.region_id, start, energy, carbon),
+            **run_now,  # type: ignore[arg-type]
+        )
+
+    out: list[Entry] = []
+    for job, a, used, home, conv in settled:
+        energy, cost, carbon = _same_work_run_now(job, used, a, home, series, conv)
+        start = _run_now_start(job)
+        out.append(entry(job, a, used.basis, (used.energy_kwh, used.cost, used.carbon_kg, used.start, used.end),
+                         currency_of.get(job.tenant_id, configured_currency), {
+                             "run_now_energy_kwh": energy, "run_now_cost": cost, "run_now_carbon_kg": carbon,
+                             "run_now_basis": METERED, "run_now_region": home.code, "run_now_start_at": start,
+                             "run_now_end_at": start + timedelta(seconds=used.run_s)}))
+    for job, a, conv_p in planned:
+        out.append(entry(job, a, PLANNED, (a.energy_kwh, a.cost * conv_p(a.currency), a.carbon_kg, a.start_at,
+                                           a.end_at), currency_of.get(job.tenant_id, configured_currency), {
+            "run_now_energy_kwh": a.run_now_energy_kwh,
+            "run_now_cost": None if a.run_now_cost is None else a.run_now_cost * conv_p(a.currency),
+            "run_now_carbon_kg": a.run_now_carbon_kg, "run_now_basis": PLANNED}))
+    order = {j.id: i for i, j in enumerate(jobs)}
+    return sorted(out, key=lambda e: order[e.job_id])
 
 
 def receipt(
@@ -353,35 +348,16 @@ def receipt(
 ) -> tuple[Job, Entry | None, Run | None, str]:
     """A job's receipt: its entry (None before it is planned), its latest run and the tenant's reporting currency.
 
-    Other tenants get 404.
+    Other tenants get 404; operator admins and read-only operators read every tenant's.
     """
     job = session.get(Job, job_id) if 0 < job_id < 2**31 else None  # ids are 32-bit in the database
-    if job is None or job.tenant_id != principal.tenant_id:
+    if job is None or not principal.can_see(job.tenant_id):
         raise NotFound(f"job {job_id}")
+    # An operator reads a tenant's receipt in the tenant's own currency, as the tenant does.
     currency = tenant_currency(session.get(Tenant, job.tenant_id), configured_currency)
     entries = build_entries(session, [job], currency_of={job.tenant_id: currency}, fx_rates=fx_rates,
                             configured_currency=configured_currency)
     return job, (entries[0] if entries else None), _latest_runs(session, [job.id]).get(job.id), currency
-
-
-def _sum_row(month: str, tenant: str, region: str, currency: str, entries: Sequence[Entry],
-             contract_covers: bool = False) -> ReportRow:
-    """``contract_covers``: a contract of this row's tenant or of the fleet covers its region (market-based CO2)."""
-    with_cf = [e for e in entries if e.run_now_cost is not None]
-    with_cf_c = [e for e in entries if e.run_now_carbon_kg is not None]
-    market: float | None = None
-    if any(e.carbon_market_kg is not None for e in entries) or contract_covers:
-        market = math.fsum(e.carbon_market_kg if e.carbon_market_kg is not None else e.carbon_kg for e in entries)
-    return ReportRow(
-        month=month, tenant=tenant, region=region, currency=currency, jobs=len(entries),
-        metered_jobs=sum(e.basis == METERED for e in entries),
-        energy_kwh=math.fsum(e.energy_kwh for e in entries), cost=math.fsum(e.cost for e in entries),
-        carbon_kg=math.fsum(e.carbon_kg for e in entries), carbon_market_kg=market,
-        run_now_cost=math.fsum(e.run_now_cost or 0.0 for e in with_cf),
-        run_now_carbon_kg=math.fsum(e.run_now_carbon_kg or 0.0 for e in with_cf_c),
-        saving_cost=math.fsum(e.saving_cost or 0.0 for e in with_cf),
-        saving_carbon_kg=math.fsum(e.saving_carbon_kg or 0.0 for e in with_cf_c),
-    )
 
 
 def monthly_report(
@@ -397,10 +373,11 @@ def monthly_report(
 ) -> MonthlyReport:
     """Per tenant and region sums of the entries starting in ``month`` (YYYY-MM, UTC).
 
-    A tenant sees only its own jobs. An operator admin sees every tenant ("all") or the one named by ``tenant``.
+    A tenant sees only its own jobs. An operator admin or read-only operator sees every tenant ("all") or the one
+    named by ``tenant``.
     """
     label, start, end = month_range(month, now)
-    fleet_wide = principal.is_fleet_admin
+    fleet_wide = principal.sees_fleet
     if tenant is not None and not fleet_wide and tenant != principal.tenant_slug:
         raise NotFound(f"tenant {tenant!r}")
     q = select(Job)
@@ -439,8 +416,9 @@ def monthly_report(
     for e in entries:
         groups[(e.tenant, e.region)].append(e)
     rows = tuple(
-        _sum_row(label, t, r, currency, groups[(t, r)], (None, r) in covered or (t, r) in covered)
+        sum_row(label, t, r, currency, groups[(t, r)], (None, r) in covered or (t, r) in covered)
         for t, r in sorted(groups)
     )
-    total = _sum_row(label, scope, "all", currency, entries)
-    return MonthlyReport(label, start, end, currency, scope, rows, total, now or utcnow())
+    total = sum_row(label, scope, "all", currency, entries)
+    origin = market_provenance(session, start, end)
+    return MonthlyReport(label, start, end, currency, scope, rows, total, now or utcnow(), origin.kind, origin.notice)

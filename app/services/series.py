@@ -14,10 +14,11 @@ the forecast refresh, the market API and the cost of finished runs:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from app.enums import SERIES_UNITS, ForecastRunStatus, SeriesKind
@@ -43,6 +44,48 @@ class HourlyValue:
         return self.issued_at is None
 
 
+_PAGE_ROWS = 5000
+
+
+def _market_rows(
+    session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, hours: int | None,
+) -> Iterator[Row[datetime, float, str, str, datetime | None]]:
+    """The ``market_series`` rows of (zone, kind) in [start, end) by hour; with ``hours``, those of the first ones.
+
+    A limited read pages by hour (keyset on ``ts``, ``_PAGE_ROWS`` rows a query) and stops after its last hour, so
+    the market API does not read a whole range for a few hours. Plain queries rather than a server-side cursor:
+    API reads run in autocommit on PostgreSQL, where a cursor cannot be declared outside a transaction.
+    """
+    ms = MarketSeries
+    query = (select(ms.ts, ms.value, ms.unit, ms.source, ms.issued_at)
+             .where(ms.zone == zone, ms.kind == kind, ms.ts < end).order_by(ms.ts, ms.id))
+    if hours is None:
+        yield from session.execute(query.where(ms.ts >= start))
+        return
+    seen: set[datetime] = set()
+    after: datetime | None = None  # every row up to this hour has been read
+    while True:
+        page = session.execute(
+            query.where(ms.ts >= start if after is None else ms.ts > after).limit(_PAGE_ROWS)).all()
+        if not page:
+            return
+        last = page[-1].ts
+        full = len(page) == _PAGE_ROWS
+        if full and page[0].ts == last:  # one hour fills the page: read that hour whole
+            page = session.execute(query.where(ms.ts == last)).all()
+        elif full:  # the last hour may go on in the next page: leave it to that one
+            page = [row for row in page if row.ts != last]
+        for row in page:
+            if row.ts not in seen:
+                if len(seen) == hours:
+                    return  # rows come by hour: every later one lies past the limit
+                seen.add(row.ts)
+            yield row
+        if not full:
+            return
+        after = page[-1].ts
+
+
 def hourly_series(
     session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, *, forecasts: bool = False,
     limit: int | None = None,
@@ -65,19 +108,9 @@ def hourly_series(
         if held is None or rank >= held[0]:
             best[point.ts] = (rank, point)
 
-    ms = MarketSeries
-    rows = session.execute(
-        select(ms.ts, ms.value, ms.unit, ms.source, ms.issued_at)
-        .where(ms.zone == zone, ms.kind == kind, ms.ts >= start, ms.ts < end)
-        .order_by(ms.ts, ms.id)
-        .execution_options(yield_per=5000)  # streamed: a limited read stops after its last hour
-    )
-    with rows:
-        for ts, value, unit, source, issued_at in rows:
-            if limit is not None and not forecasts and len(best) == limit and ts not in best:
-                break  # rows come by hour: every later one lies past the limit
-            rank = _PUBLISHED if issued_at is None else _IMPORTED_FORECAST
-            offer(rank, HourlyValue(ts, float(value), unit, source, issued_at))
+    for ts, value, unit, source, issued_at in _market_rows(session, zone, kind, start, end, limit if not forecasts else None):
+        rank = _PUBLISHED if issued_at is None else _IMPORTED_FORECAST
+        offer(rank, HourlyValue(ts, float(value), unit, source, issued_at))
     if forecasts:
         unit = SERIES_UNITS.get(kind, "")
         for ts, value, model, issued_at in session.execute(
@@ -90,3 +123,32 @@ def hourly_series(
             offer(_RUN_FORECAST, HourlyValue(ts, float(value), unit, f"forecast:{model}", issued_at))
     out = [best[ts][1] for ts in sorted(best)]
     return out if limit is None else out[:limit]
+
+
+def hour_weights(started: datetime, finished: datetime) -> dict[datetime, float]:
+    """Share of an interval's time in each UTC hour it touches [fraction, sums to 1]."""
+    first = started.replace(minute=0, second=0, microsecond=0)
+    total = (finished - started).total_seconds()
+    if total <= 0:
+        return {first: 1.0}
+    out: dict[datetime, float] = {}
+    hour = first
+    while hour < finished:
+        nxt = hour + timedelta(hours=1)
+        overlap = (min(nxt, finished) - max(hour, started)).total_seconds()
+        if overlap > 0:
+            out[hour] = overlap / total
+        hour = nxt
+    return out
+
+
+def priced(values: dict[datetime, float], started: datetime, finished: datetime, energy_kwh: float) -> float | None:
+    """``energy_kwh`` drawn evenly from ``started`` to ``finished`` times the hourly ``values`` [per MWh, or g/kWh],
+    divided by 1000 (cost in the series' currency, or kg). An hour without a value takes the mean of those with one;
+    None when no hour of the interval has a value."""
+    weights = hour_weights(started, finished)
+    known = [values[h] for h in weights if h in values]
+    if not known:
+        return None
+    fallback = sum(known) / len(known)
+    return energy_kwh * sum(w * values.get(h, fallback) for h, w in weights.items()) / 1000.0

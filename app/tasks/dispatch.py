@@ -7,6 +7,7 @@ retried message is never delivered twice by Redis.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import current_app, shared_task
@@ -18,6 +19,8 @@ from app.services.dispatch import submit as dispatch_submit
 from app.services.dispatch import sync as dispatch_sync
 from app.tasks import REPLAN
 from connectors.base import ConnectorError
+
+log = logging.getLogger(__name__)
 
 #: Submit attempts after the first one before :func:`app.services.dispatch.submit.give_up` [count].
 SUBMIT_MAX_RETRIES = 5
@@ -55,9 +58,13 @@ def submit(self: Any, run_id: int, fresh: bool = False) -> dict[str, Any]:
     try:
         outcome = dispatch_submit.submit_run(session, cfg, run_id, now=utcnow(), worker=dispatch_submit.worker_id(), fresh=first)
     except ConnectorError as exc:
+        log.warning("run %s: runtime refused the submission (attempt %s): %s", run_id, self.request.retries + 1, exc,
+                    extra={"run_id": run_id, "task_id": self.request.id})
         if self.request.retries < self.max_retries:
             raise self.retry(countdown=retry_countdown_s(self.request.retries, cfg.visibility_timeout_s), exc=exc) from exc
         outcome = dispatch_submit.give_up(session, cfg, run_id, str(exc), now=utcnow())
+    log.info("run %s: %s%s", run_id, outcome.state, " (adopted)" if outcome.adopted else "",
+             extra={"run_id": run_id, "task_id": self.request.id})
     if outcome.replan:
         _request_replan("dispatch-failure")
     return {"run_id": run_id, "state": outcome.state, "adopted": outcome.adopted}
@@ -67,6 +74,8 @@ def submit(self: Any, run_id: int, fresh: bool = False) -> dict[str, Any]:
 def sync() -> dict[str, Any]:
     """Poll the runtimes of active runs; trigger a re-plan when a job went back to pending."""
     result = dispatch_sync.sync(db_session(), settings(), now=utcnow())
+    if result.lost or result.failed:
+        log.warning("sync: runs lost %s, failed %s", list(result.lost)[:50], list(result.failed)[:50])
     if result.replan:
         _request_replan("run-failure")
     return {

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.extensions import db_session, settings
+from app.services import plan_runs
 from app.services import replan as replan_service
 from app.tasks import REPLAN
 
@@ -45,3 +46,10 @@ def new_work() -> dict[str, Any] | None:
         return None
     session.commit()
     return {"trigger": record.trigger, "plan_id": record.plan_id, "n_assigned": record.n_assigned}
+
+
+@shared_task(name=plan_runs.TASK, ignore_result=True)
+def run_plan(run_id: int) -> dict[str, Any] | None:
+    """Execute a plan run asked for through the API (``POST /api/v1/plans``); its state is polled there."""
+    run = plan_runs.execute(db_session(), settings(), run_id)
+    return None if run is None else {"run_id": run.id, "state": run.state.value, "plan_id": run.plan_id}

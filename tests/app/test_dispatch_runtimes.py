@@ -39,7 +39,10 @@ def _dispatch_and_finish(session, settings, job: Job, region: str, hw: str, time
 @pytest.mark.parametrize("mode", ["cli", "rest"])
 def test_dispatch_to_slurm(session, settings, small_fleet, slurm_clusters, mode):  # noqa: F811
     cluster = slurm_clusters["gs-eu"]  # GRES h100:4, a100:2
-    fleet.upsert_cluster(session, f"slurm-{mode}", "de", "slurm", cluster.connector_config(mode))
+    config = cluster.connector_config(mode)
+    secrets = {"rest_token": config.pop("rest_token")} if mode == "rest" else None  # a credential: never in config
+    fleet.upsert_cluster(session, f"slurm-{mode}", "de", "slurm", config, secrets=secrets,
+                         keys=settings.encryption_keys)  # fmt: skip
     tenant = auth.create_tenant(session, "team-a")
     session.commit()
     job = add_job(session, tenant.id, command="sleep 1; echo on-slurm", gpus=1, name=f"slurm-{mode}")

@@ -40,12 +40,15 @@ def test_monthly_report_sums_own_jobs_per_region(client, two_tenants, now):
     assert rep["tenant"] == "team-a" and rep["currency"] == "EUR"
     rows = {r["region"]: r for r in rep["rows"]}
     assert set(rows) == {"de", "fi"}  # team-b's Frankfurt job is not in team-a's report
-    assert rows["de"]["energy_kwh"] == pytest.approx(100.0) and rows["de"]["cost"] == pytest.approx(10.0)
-    assert rows["fi"]["saving_cost"] == pytest.approx(18.0)
-    assert rows["fi"]["saving_carbon_kg"] == pytest.approx(64.0)
+    # Nothing has run: every figure is planned, and its saving is expected, never claimed.
+    assert rows["de"]["planned_energy_kwh"] == pytest.approx(100.0) and rows["de"]["planned_cost"] == pytest.approx(10.0)
+    assert rows["de"]["energy_kwh"] == 0 and rows["de"]["cost"] == 0 and rows["de"]["saving_cost"] == 0
+    assert rows["fi"]["expected_saving_cost"] == pytest.approx(18.0)
+    assert rows["fi"]["expected_saving_carbon_kg"] == pytest.approx(64.0)
     total = rep["total"]
-    assert total["jobs"] == 2 and total["cost"] == pytest.approx(22.0) and total["run_now_cost"] == pytest.approx(45.0)
-    assert total["saving_pct"] == pytest.approx(100 * 23 / 45)
+    assert total["jobs"] == 2 and total["planned_jobs"] == 2 and total["settled_jobs"] == 0
+    assert total["planned_cost"] == pytest.approx(22.0) and total["expected_run_now_cost"] == pytest.approx(45.0)
+    assert total["expected_saving_pct"] == pytest.approx(100 * 23 / 45) and total["saving_pct"] is None
     assert total["carbon_market_kg"] is None  # no energy contract anywhere
 
 
@@ -54,7 +57,7 @@ def test_operator_admin_sees_every_tenant(client, two_tenants):
     rep = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["ops"])).json
     assert rep["tenant"] == "all"
     assert {(r["tenant"], r["region"]) for r in rep["rows"]} == {("team-a", "de"), ("team-a", "fi"), ("team-b", "de")}
-    assert rep["total"]["energy_kwh"] == pytest.approx(350.0)
+    assert rep["total"]["planned_energy_kwh"] == pytest.approx(350.0)
     one = client.get("/api/v1/reports/monthly?month=2030-01&tenant=team-b", headers=auth(tokens["ops"])).json
     assert one["total"]["jobs"] == 1
     # A tenant cannot ask for another tenant's report.
@@ -69,7 +72,7 @@ def test_entries_belong_to_the_month_they_start_in(client, two_tenants):
     pdf = client.get("/api/v1/reports/monthly.pdf?month=2029-12", headers=auth(tokens["a"]))
     assert pdf.status_code == 200 and pdf.get_data().startswith(b"%PDF")  # an empty month still renders
     assert client.get("/api/v1/reports/monthly.csv?month=2029-12", headers=auth(tokens["a"])).get_data(
-        as_text=True).splitlines()[1].startswith("2029-12,team-a,all,EUR,0,0,0.000")
+        as_text=True).splitlines()[1].startswith("2029-12,team-a,all,EUR,0,0,0,0.000")
 
 
 def test_metered_run_replaces_the_plan_in_report_and_receipt(client, session, two_tenants, now):
@@ -81,10 +84,15 @@ def test_metered_run_replaces_the_plan_in_report_and_receipt(client, session, tw
     assert r["basis"] == "metered" and r["runtime_job_id"] == f"local-{a[0]}"
     assert r["metered_energy_kwh"] == pytest.approx(100.0) and r["planned_energy_kwh"] == pytest.approx(100.0)
     assert r["actual"] == pytest.approx({"energy_kwh": 120.0, "cost": 12.0, "carbon_kg": 45.0})
-    assert r["saving_cost"] == pytest.approx(3.0) and r["saving_carbon_kg"] == pytest.approx(5.0)
+    # Run now is the same work: 120 kWh at the facility, priced (no market series here) at the run-now plan's
+    # 0.15 EUR and 0.5 kg per kWh: 18 EUR and 60 kg.
+    assert r["run_now"] == pytest.approx({"energy_kwh": 120.0, "cost": 18.0, "carbon_kg": 60.0})
+    assert r["saving_cost"] == pytest.approx(6.0) and r["saving_carbon_kg"] == pytest.approx(15.0)
+    assert r["settled"] is True and r["label"] == "metered" and r["run_now_basis"] == "metered"
     rows = {x["region"]: x for x in client.get("/api/v1/reports/monthly?month=2030-01",
                                                headers=auth(tokens["a"])).json["rows"]}
-    assert rows["de"]["metered_jobs"] == 1 and rows["de"]["energy_kwh"] == pytest.approx(120.0)
+    assert rows["de"]["settled_jobs"] == 1 and rows["de"]["energy_kwh"] == pytest.approx(120.0)
+    assert rows["de"]["saving_cost"] == pytest.approx(6.0) and rows["de"]["planned_jobs"] == 0
 
 
 def test_receipt_before_planning_and_for_other_tenants(client, session, two_tenants, now):
@@ -103,6 +111,7 @@ def test_market_based_carbon_where_a_contract_covers_the_region(client, session,
     session.add(EnergyContract(tenant_id=None, region_id=de.id, name="wind PPA", start_at=now,
                                end_at=now + timedelta(days=31), share=0.5, carbon_g_per_kwh=0.0))
     session.commit()
+    finish_run(session, _a[0], now + timedelta(hours=2), 2, 100.0, cost=10.0, carbon_kg=40.0)
     rows = {x["region"]: x for x in client.get("/api/v1/reports/monthly?month=2030-01",
                                                headers=auth(tokens["a"])).json["rows"]}
     assert rows["de"]["carbon_market_kg"] == pytest.approx(20.0)  # 40 kg location-based, half covered at 0
@@ -116,8 +125,8 @@ def test_csv_export_matches_the_json_report(client, two_tenants):
     assert "attachment" in resp.headers["Content-Disposition"]
     lines = list(csv.DictReader(io.StringIO(resp.get_data(as_text=True))))
     assert [(x["region"]) for x in lines] == ["de", "fi", "all"]
-    assert float(lines[-1]["cost"]) == pytest.approx(22.0)
-    assert float(lines[1]["saving_cost"]) == pytest.approx(18.0)
+    assert float(lines[-1]["planned_cost"]) == pytest.approx(22.0) and float(lines[-1]["cost"]) == 0
+    assert float(lines[1]["expected_saving_cost"]) == pytest.approx(18.0) and float(lines[1]["saving_cost"]) == 0
 
 
 def test_pdf_export_is_a_pdf(client, two_tenants):
@@ -169,8 +178,8 @@ def test_cancelled_job_that_never_ran_is_not_billed(client, session, two_tenants
         session.get(Job, jid).state = JobState.CANCELLED  # make_plan marks its jobs planned
     session.commit()
     total = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["a"])).json["total"]
-    assert total["jobs"] == 1 and total["energy_kwh"] == pytest.approx(200.0)
-    assert total["cost"] == pytest.approx(12.0) and total["saving_cost"] == pytest.approx(18.0)
+    assert total["jobs"] == 1 and total["planned_energy_kwh"] == pytest.approx(200.0)
+    assert total["planned_cost"] == pytest.approx(12.0) and total["expected_saving_cost"] == pytest.approx(18.0)
     for jid in (a[0], fresh):
         r = client.get(f"/api/v1/jobs/{jid}/receipt", headers=auth(tokens["a"])).json
         assert r["state"] == "cancelled" and r["basis"] is None and r["actual"] == {} and r.get("saving_cost") is None
@@ -215,10 +224,10 @@ def test_reports_in_the_configured_currency(settings, session, two_tenants, now)
         assert rep.status_code == 200, rep.json
         assert rep.json["currency"] == "USD" and rep.json["total"]["currency"] == "USD"
         rows = {x["region"]: x for x in rep.json["rows"]}
-        assert rows["de"]["cost"] == pytest.approx(11.0) and rows["fi"]["cost"] == pytest.approx(12.0)
+        assert rows["de"]["cost"] == pytest.approx(11.0) and rows["fi"]["planned_cost"] == pytest.approx(12.0)
         r = client.get(f"/api/v1/jobs/{a[0]}/receipt", headers=auth(tokens["a"])).json
         assert r["currency"] == "USD" and r["actual"]["cost"] == pytest.approx(11.0)
-        assert r["saving_cost"] == pytest.approx(4.0)  # run-now 15 USD
+        assert r["saving_cost"] == pytest.approx(7.0)  # run now: the same 120 kWh at 0.15 USD/kWh, 18 USD
         r = client.get(f"/api/v1/jobs/{fresh}/receipt", headers=auth(tokens["a"])).json
         assert r["basis"] is None and r["currency"] == "USD"  # not planned yet, labelled all the same
         csv_line = client.get("/api/v1/reports/monthly.csv?month=2030-01", headers=auth(tokens["a"])).get_data(
@@ -236,7 +245,8 @@ def test_tenant_with_a_currency_of_its_own_converts_through_the_configured_one(s
     try:
         total = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["a"])).json["total"]
         assert total["currency"] == "GBP"
-        assert total["cost"] == pytest.approx(22.0 / 1.17) and total["run_now_cost"] == pytest.approx(45.0 / 1.17)
+        assert total["planned_cost"] == pytest.approx(22.0 / 1.17)
+        assert total["expected_run_now_cost"] == pytest.approx(45.0 / 1.17)
     finally:
         application.extensions["gridshift"].engine.dispose()
     application, client = client_with(settings)  # no GBP rate: an error naming the currency, not a mixed sum
@@ -264,7 +274,8 @@ def test_energy_of_failed_attempts_is_billed(client, session, two_tenants, now):
     r = client.get(f"/api/v1/jobs/{a[0]}/receipt", headers=auth(tokens["a"])).json
     assert r["basis"] == "metered" and r["metered_energy_kwh"] == pytest.approx(180.0)
     assert r["actual"] == pytest.approx({"energy_kwh": 216.0, "cost": 18.0, "carbon_kg": 70.0})
-    assert r["saving_cost"] == pytest.approx(-3.0)  # run-now 15 EUR: the failed attempt ate the saving
+    # run now: the successful run's 100 kWh x PUE 1.2 at 0.15 EUR/kWh = 18 EUR: the failed attempt ate the saving
+    assert r["saving_cost"] == pytest.approx(0.0)
     assert r["start_at"].startswith("2030-01-01T02:00")  # the first attempt's start
     # a[1] was cancelled after its only attempt had run 30 kWh (Hamina, PUE 1.1): billed on what it used.
     aid = session.scalar(select(Assignment.id).where(Assignment.job_id == a[1]))
@@ -277,7 +288,7 @@ def test_energy_of_failed_attempts_is_billed(client, session, two_tenants, now):
     assert r["basis"] == "metered" and r["actual"]["energy_kwh"] == pytest.approx(33.0)
     assert r["actual"]["cost"] == pytest.approx(33.0 * 12.0 / 200.0)  # the planned price per kWh
     total = client.get("/api/v1/reports/monthly?month=2030-01", headers=auth(tokens["a"])).json["total"]
-    assert total["jobs"] == 2 and total["metered_jobs"] == 2 and total["energy_kwh"] == pytest.approx(249.0)
+    assert total["jobs"] == 2 and total["settled_jobs"] == 2 and total["energy_kwh"] == pytest.approx(249.0)
 
 
 def test_chunked_job_is_metered_once_every_chunk_ran_and_each_chunk_counts_once(client, session, two_tenants, now):

@@ -11,7 +11,7 @@ from app.enums import ForecastRunStatus, JobState, Role, RunState, SeriesKind
 from app.models import Assignment, ForecastPoint, ForecastRun, Job, MarketSeries, Run
 from app.services import fleet, overview
 from tests.app.test_reports_support import Planned, make_plan, submit
-from tests.conftest import job_payload, make_token
+from tests.conftest import job_payload, make_token, replan_via_api
 
 
 def auth(token: str) -> dict[str, str]:
@@ -154,15 +154,16 @@ def test_preview_compares_plan_and_run_now_and_stores_nothing(client, session, p
     assert client.get("/api/v1/plans/current", headers=auth(token)).status_code == 404
 
 
-def test_operator_replan_puts_a_submitted_job_in_the_current_plan(client, session, priced_fleet):
+def test_operator_replan_puts_a_submitted_job_in_the_current_plan(app, client, session, priced_fleet):
     member, ops = make_token(session, "team-a"), make_token(session, "ops", Role.ADMIN, operator=True)
     now = priced_fleet
     body = job_payload(now, release_at=(now + timedelta(hours=1)).isoformat(),
                        deadline_at=(now + timedelta(hours=30)).isoformat())
     job_id = client.post("/api/v1/jobs", json=body, headers=auth(member)).json["id"]
-    resp = client.post("/api/v1/plans", json={}, headers=auth(ops))
-    assert resp.status_code == 201, resp.json
-    assert [a["job_id"] for a in resp.json["assignments"]] == [job_id]
+    run, plan = replan_via_api(client, app, auth(ops))
+    assert run["state"] == "succeeded" and run["progress"] == 1.0
+    assert run["summary"]["jobs_planned"] == 1 and run["summary"]["jobs_left_out"] == 0
+    assert [a["job_id"] for a in plan["assignments"]] == [job_id]
     mine = client.get("/api/v1/plans/current", headers=auth(member)).json
     assert [a["job_id"] for a in mine["assignments"]] == [job_id] and mine["trigger"] == "manual"
     assert client.get(f"/api/v1/jobs/{job_id}", headers=auth(member)).json["state"] == "planned"

@@ -42,3 +42,21 @@ def test_a_published_value_beats_every_forecast_of_its_hour_and_the_latest_impor
         (50.0, "entsoe"), (81.0, "forecast:naive_daily"), (61.0, "entsoe"), (83.0, "forecast:naive_daily")]
 
     assert [p.ts for p in hourly_series(session, "DE", SeriesKind.PRICE, T0, T0 + 4 * H, limit=2)] == [T0, T0 + H]
+
+
+def test_a_limited_read_pages_by_hour_and_gives_what_an_unlimited_one_gives(session, monkeypatch):
+    """Pages of a few rows split hours (several rows each) and one hour fills a page; the rule still holds."""
+    import app.services.series as series
+
+    monkeypatch.setattr(series, "_PAGE_ROWS", 3)
+    rows = [_row(T0 + h * H, float(h), "entsoe") for h in range(10)]
+    rows += [_row(T0 + h * H, 100.0 + h, "vendor", issued_at=T0 - 24 * H) for h in (1, 2, 5)]
+    rows += [_row(T0 + 7 * H, 200.0 + k, f"src{k}") for k in range(5)]  # one hour holds more rows than a page
+    session.add_all(rows)
+    session.commit()
+
+    whole = hourly_series(session, "DE", SeriesKind.PRICE, T0, T0 + 10 * H)
+    for limit in (1, 2, 6, 8, 10, 20):
+        limited = hourly_series(session, "DE", SeriesKind.PRICE, T0, T0 + 10 * H, limit=limit)
+        assert [(p.ts, p.value, p.source) for p in limited] == [(p.ts, p.value, p.source) for p in whole[:limit]]
+    assert whole[7].value == 204.0 and whole[1].value == 1.0

@@ -25,3 +25,15 @@ def test_every_blueprint_module_is_in_the_explicit_list_and_registered(app):  # 
 def test_every_task_module_is_declared_and_the_replan_task_answers_to_its_name(app):  # type: ignore[no-untyped-def]
     assert set(TASK_MODULES) == {f"app.tasks.{m.name}" for m in pkgutil.iter_modules(tasks_package.__path__)}
     assert REPLAN in app.extensions["celery"].tasks
+
+
+def test_every_command_module_is_in_the_explicit_list_and_registered():
+    from app import cli
+    from app import commands as commands_package
+
+    defined = {
+        getattr(importlib.import_module(f"app.commands.{m.name}"), "command", None)
+        for m in pkgutil.iter_modules(commands_package.__path__)
+    } - {None}
+    assert set(cli.COMMAND_GROUPS) == defined and len(cli.COMMAND_GROUPS) == len(defined)
+    assert all(cli.main.commands.get(c.name) is c for c in cli.COMMAND_GROUPS)

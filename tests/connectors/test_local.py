@@ -86,8 +86,8 @@ def test_more_gpus_than_the_host_has_is_refused(local: LocalConnector) -> None:
     assert local.find("gs-too-big") is None
 
 
-def test_submit_is_idempotent_across_processes(tmp_path: Path) -> None:
-    marker = tmp_path / "ran.txt"
+def test_submit_is_idempotent_across_processes(tmp_path: Path, job_writable: Path) -> None:
+    marker = job_writable / "ran.txt"
     script = textwrap.dedent(f"""
         from connectors import get_connector, JobSpec
         c = get_connector("local", {{"state_dir": {str(tmp_path / "state")!r}, "gpus": {{"h100": [0]}}}})
@@ -117,8 +117,10 @@ def test_a_killed_supervisor_is_reported_failed(local: LocalConnector) -> None:
     while local.poll(job_id).status is not RunStatus.RUNNING and time.monotonic() < deadline:
         time.sleep(0.05)
     deadline = time.monotonic() + 10
-    while not (local.run_dir(job_id) / "child.pid").exists() and time.monotonic() < deadline:
+    work_dir = Path((read_json(local.run_dir(job_id) / "state.json") or {})["work_dir"])
+    while not (work_dir / "child.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    child = int((work_dir / "child.pid").read_text())
     state = read_json(local.run_dir(job_id) / "state.json") or {}
     os.kill(state["supervisor_pid"], signal.SIGKILL)  # the supervisor alone: its job lives on, orphaned
     time.sleep(0.2)
@@ -126,7 +128,6 @@ def test_a_killed_supervisor_is_reported_failed(local: LocalConnector) -> None:
     assert polled.status is RunStatus.FAILED
     assert "supervisor process lost" in polled.message
     assert local.capacity().gpus_free["h100"] == 4
-    child = int((local.run_dir(job_id) / "child.pid").read_text())
     assert wait_gone(child), "the orphaned job process was not stopped"
 
 
@@ -169,15 +170,15 @@ def test_meter_is_inactive_without_a_driver(monkeypatch: pytest.MonkeyPatch) -> 
     assert not Meter([0], interval_s=1).active
 
 
-def test_a_submission_interrupted_before_launch_is_completed_by_the_retry(tmp_path: Path,
+def test_a_submission_interrupted_before_launch_is_completed_by_the_retry(tmp_path: Path, job_writable: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     config = {"state_dir": str(tmp_path / "state"), "gpus": {"h100": [0]}}
-    marker = tmp_path / "ran.txt"
+    marker = job_writable / "ran.txt"
     spec = JobSpec(
         run_key="gs-crash", name="c", command=f"echo ran >> {marker}", hardware="h100", gpu_count=1
     )
     crashing = get_connector("local", config)
-    monkeypatch.setattr(crashing, "_launch", lambda run_dir: None)  # the worker died before starting it
+    monkeypatch.setattr(crashing, "_launch", lambda run_dir, env=None: None)  # the worker died before starting it
     crashing.submit(spec)
     assert crashing.poll("gs-crash").status is RunStatus.PENDING
     retry = get_connector("local", config)  # the redelivered task, in another worker
@@ -192,7 +193,7 @@ def test_the_time_limit_stops_a_job_and_fails_it(
     local: LocalConnector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # a real 1-minute limit would make this test slow: shrink the spec's limit to 1.2 s before the supervisor reads it
-    monkeypatch.setattr(local, "_launch", lambda run_dir: None)
+    monkeypatch.setattr(local, "_launch", lambda run_dir, env=None: None)
     job_id = local.submit(
         JobSpec(run_key="gs-limit", name="l", command="sleep 30", hardware="h100", gpu_count=1)
     )

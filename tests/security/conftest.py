@@ -30,6 +30,7 @@ from app.models import (
 )
 from app.services import fleet
 from tests.conftest import empty_tables, make_token
+from tests.runtimes.fixtures import ray_head, slurm_clusters  # noqa: F401 - fixtures (tests/security/test_run_isolation.py)
 
 ALPHA_BASE_ID = 7_770_001
 MISSING_ID = 7_779_999

@@ -169,7 +169,7 @@ def test_replan_is_audited(client, session, world):
     resp = client.post("/api/v1/plans", headers=bearer(world.tokens["ops-admin"]))
     if resp.status_code == 503:
         pytest.skip("the planning service (app/services/planning.py) is not in this build yet")
-    assert resp.status_code == 201, resp.get_data(as_text=True)[:300]
+    assert resp.status_code == 202, resp.get_data(as_text=True)[:300]
     actions = session.scalars(select(AuditEntry.action).where(AuditEntry.actor == "ops/ops-admin")).all()
     assert "plan.replan" in actions
 
@@ -245,6 +245,7 @@ def test_dashboard_session_needs_csrf_and_a_live_token(client, session, world, n
     with client.session_transaction() as s:
         s["token_id"] = row.id
         s["csrf"] = "csrf-value-123"
+        s["sid"] = auth_service.open_web_session(session, row.id)  # as the sign-in records it
     assert client.get("/api/v1/me").json["tenant"] == "bravo-inc"
     assert client.post("/api/v1/jobs", json=job_payload(now)).status_code == 403
     wrong = client.post("/api/v1/jobs", json=job_payload(now), headers={"X-CSRF-Token": "nope"})

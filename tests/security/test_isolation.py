@@ -21,6 +21,7 @@ from sqlalchemy import select
 from app import create_app
 from app.config import Settings
 from app.models import ApiToken, Job, Run
+from app.services import auth as auth_service
 from tests.security.conftest import MISSING_ID, World, add_alpha_data, bearer
 
 SKIP_PREFIXES = ("/static/", "/api/v1/docs")
@@ -131,6 +132,7 @@ def test_route_never_shows_or_changes_another_tenants_data(shared, method, rule,
         token_id = session.scalar(select(ApiToken.id).where(ApiToken.name == "bravo-inc-admin"))
         with client.session_transaction() as cookie:
             cookie["token_id"], cookie["csrf"] = token_id, "csrf-x"
+            cookie["sid"] = auth_service.open_web_session(session, token_id)  # as the sign-in records it
     else:
         token = world.tokens[attacker]
     queries = [""]

@@ -45,6 +45,19 @@ def _free_port() -> int:
     raise RuntimeError("no free port in 8650-8699")
 
 
+def _plan_worker(state, stop: threading.Event) -> None:  # type: ignore[no-untyped-def]
+    """What the Celery worker's ``gridshift.plan.run`` task does, for the plan runs the dashboard queues."""
+    from sqlalchemy import select
+
+    from app.models import PlanRun
+    from app.services import plan_runs
+
+    while not stop.wait(0.2):
+        with state.sessions() as session:
+            for run_id in session.scalars(select(PlanRun.id).where(PlanRun.state == "queued")).all():
+                plan_runs.execute(session, state.settings, run_id)
+
+
 @pytest.fixture(scope="module")
 def live_server(_db_settings: Settings) -> Iterator[LiveServer]:
     """The demo fleet (synthetic market data, no demo jobs) served on loopback, seeded once per module.
@@ -60,11 +73,16 @@ def live_server(_db_settings: Settings) -> Iterator[LiveServer]:
     server = make_server("127.0.0.1", _free_port(), app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    stop = threading.Event()
+    worker = threading.Thread(target=_plan_worker, args=(state, stop), daemon=True)
+    worker.start()
     try:
         yield LiveServer(f"http://127.0.0.1:{server.server_port}", result.tokens)
     finally:
         server.shutdown()
+        stop.set()
         thread.join(timeout=10)
+        worker.join(timeout=120)
         state.engine.dispose()
         empty_tables(_db_settings)
 

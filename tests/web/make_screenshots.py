@@ -74,6 +74,7 @@ def main() -> None:
             page.goto(url + "/ui/submit")
             page.wait_for_selector("#f-regions input")
             page.fill("#f-name", "llm-finetune-demo")
+            page.fill("#f-command", "python finetune.py")
             page.fill("#f-gpus", "8")
             page.fill("#f-hours", "48")
             page.select_option("#f-home", "de-fra")

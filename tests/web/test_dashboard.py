@@ -46,6 +46,7 @@ def test_submit_preview_confirm_plan_receipt_and_pdf_report(page, live_server, t
     sign_in(page, live_server, "ops", "/ui/submit")
     page.wait_for_selector("#f-regions input")
     page.fill("#f-name", "browser-train-1")
+    page.fill("#f-command", "python train.py")
     page.fill("#f-gpus", "4")
     page.fill("#f-hours", "16")
     page.click("#preview-btn")

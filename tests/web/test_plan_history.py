@@ -4,6 +4,7 @@ one past plan opened by its link, fleet figures for operator admins only, and a 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,6 +44,19 @@ def _api(server: LiveServer, tenant: str, method: str, path: str, **kw: Any) -> 
     return resp
 
 
+def _replan(server: LiveServer) -> int:
+    """A manual re-plan through the API: 202, then its run polled until the worker stored the plan; the plan's id."""
+    resp = _api(server, "ops", "POST", "/api/v1/plans", json={})
+    assert resp.status_code == 202
+    for _ in range(600):
+        run = _api(server, "ops", "GET", resp.headers["Location"]).json()
+        if run["state"] not in ("queued", "running"):
+            assert run["state"] == "succeeded", run
+            return int(run["plan_id"])
+        time.sleep(0.2)
+    raise AssertionError(f"plan run {resp.json()['id']} did not finish")
+
+
 @pytest.fixture(scope="module")
 def seeded(live_server: LiveServer, _db_settings: Settings) -> Seeded:
     """Besides the demo seed's plan: 20 older nightly plans written straight to the database (so the history has a
@@ -66,10 +80,11 @@ def seeded(live_server: LiveServer, _db_settings: Settings) -> Seeded:
     jobs = {}
     for tenant in ("ml-platform", "render-farm"):
         body = {"name": f"hist-{tenant}", "gpu_count": 2, "reference_gpu_hours": 4,
-                "release_at": day.isoformat(), "deadline_at": (day + timedelta(days=1)).isoformat()}
+                "release_at": day.isoformat(), "deadline_at": (day + timedelta(days=1)).isoformat(),
+                "command": "python train.py"}
         jobs[tenant] = _api(live_server, tenant, "POST", "/api/v1/jobs", json=body).json()["id"]
-    older = _api(live_server, "ops", "POST", "/api/v1/plans", json={}).json()["id"]
-    newest = _api(live_server, "ops", "POST", "/api/v1/plans", json={}).json()["id"]
+    older = _replan(live_server)
+    newest = _replan(live_server)
 
     items = []
     cursor = None
@@ -103,6 +118,7 @@ def _number(text: str) -> float:
 
 def test_operator_sees_plans_newest_first_with_fleet_figures_and_older_pages(page, live_server, seeded):
     sign_in(page, live_server, "ops", "/ui/plan")
+    page.click("#history-link")  # the history is one click away
     page.wait_for_selector("#history-table tbody tr[data-plan-id]")
     assert _history_ids(page) == seeded.ids[:20]  # first page: the 20 newest, newest first
     assert _header(page) == BASE_COLS + FLEET_COLS
@@ -151,6 +167,7 @@ def test_operator_sees_plans_newest_first_with_fleet_figures_and_older_pages(pag
 
 def test_a_past_plan_opens_from_its_link_and_says_it_is_not_current(page, live_server, seeded):
     sign_in(page, live_server, "ops", "/ui/plan")
+    page.click("#history-link")  # the history is one click away
     summary = page.locator("#plan-summary")
     expect(summary).to_contain_text(f"Plan #{seeded.newest} · the current plan")
     page.wait_for_selector(f"#history-table tr[data-plan-id='{seeded.older}']")
@@ -179,6 +196,7 @@ def test_a_past_plan_opens_from_its_link_and_says_it_is_not_current(page, live_s
 
 def test_a_tenant_sees_the_history_without_fleet_figures(page, live_server, seeded):
     sign_in(page, live_server, "render-farm", "/ui/plan")
+    page.click("#history-link")  # the history is one click away
     page.wait_for_selector("#history-table tbody tr[data-plan-id]")
     assert _history_ids(page) == seeded.ids[:20]
     assert _header(page) == BASE_COLS

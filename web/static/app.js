@@ -34,22 +34,41 @@ const GS = (() => {
     return data;
   }
 
-  // Long operations: a bar at the top with a label and elapsed seconds.
+  // Long operations: a bar at the foot of the window (never over the navigation) with a label and the elapsed
+  // seconds; with ``opts.limit_s`` (a solver's time limit) it fills towards that limit and says so.
   let busyCount = 0, busyTimer = null;
-  async function busy(label, fn) {
+  async function busy(label, fn, opts = {}) {
     const el = document.getElementById("busy");
     const span = el.querySelector("span");
+    const bar = el.querySelector(".bar");
     const t0 = Date.now();
+    const limit = opts.limit_s || null;
     busyCount += 1;
     el.hidden = false;
-    const tick = () => { span.textContent = `${label} … ${((Date.now() - t0) / 1000).toFixed(0)} s`; };
+    el.classList.toggle("timed", Boolean(limit));
+    // label: a string, or a function giving the current one (a polled run's phase and progress)
+    const tick = () => {
+      const s = (Date.now() - t0) / 1000;
+      const text = typeof label === "function" ? label() : label;
+      span.textContent = limit ? `${text} … ${s.toFixed(0)} s of the ${limit.toFixed(0)} s time limit`
+        : `${text} … ${s.toFixed(0)} s`;
+      if (limit) bar.style.width = `${Math.min(100, (100 * s) / limit).toFixed(1)}%`;
+    };
     tick();
     clearInterval(busyTimer);
     busyTimer = setInterval(tick, 500);
     try { return await fn(); } finally {
       busyCount -= 1;
-      if (busyCount === 0) { clearInterval(busyTimer); el.hidden = true; }
+      if (busyCount === 0) { clearInterval(busyTimer); el.hidden = true; bar.style.width = ""; }
     }
+  }
+
+  // A short message at the foot of the window for a few seconds.
+  function flash(text) {
+    const el = document.getElementById("busy");
+    el.hidden = false; el.classList.remove("timed");
+    el.querySelector("span").textContent = text;
+    setTimeout(() => { if (busyCount === 0) el.hidden = true; }, 5000);
   }
 
   const dtf = new Intl.DateTimeFormat(undefined, {
@@ -88,6 +107,6 @@ const GS = (() => {
 
   const plotConfig = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
-  return { api, busy, fmtTime, num, esc, localToIso, isoToLocal, el, fleet, fillSelect, stateBadge, tz, ApiError,
+  return { api, busy, flash, fmtTime, num, esc, localToIso, isoToLocal, el, fleet, fillSelect, stateBadge, tz, ApiError,
            plotConfig, csrf };
 })();

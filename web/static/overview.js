@@ -10,6 +10,8 @@
     return;
   }
   document.getElementById("ov-now").textContent = `As of ${GS.fmtTime(data.now)}.`;
+  const notice = document.getElementById("data-notice");  // replayed or synthetic series are labelled as such
+  if (data.data_notice) { notice.textContent = data.data_notice; notice.hidden = false; }
   box.innerHTML = data.regions.length ? "" : '<p class="muted">No regions yet: an operator adds them (or run <code>gridshift demo seed</code>).</p>';
   const layout = (title, unit, range) => ({
     title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 10, t: 34, b: 30 },
@@ -59,4 +61,23 @@
       { x: r.slots, y: r.budget_kw, mode: "lines", name: "power budget", line: { color: "#b3261e", shape: "hv" } },
     ], layout("Planned facility power vs budget", "kW", range), GS.plotConfig);
   }
+  // Live: planned power and GPUs in use follow new plans and running work without a reload (every 60 s).
+  setInterval(async () => {
+    if (document.hidden) return;
+    let fresh;
+    try { fresh = await GS.api("GET", "/api/v1/overview?hours_back=24&hours_ahead=48"); } catch (err) { return; }
+    document.getElementById("ov-now").textContent = `As of ${GS.fmtTime(fresh.now)}.`;
+    for (const r of fresh.regions) {
+      const card = box.querySelector(`section[data-region="${r.code}"]`);
+      if (!card) continue;
+      const range = [r.slots[0], r.slots[r.slots.length - 1]];
+      Plotly.react(`power-${r.code}`, [
+        { x: r.slots, y: r.planned_kw, type: "bar", name: "planned power", marker: { color: "#2a7f62" } },
+        { x: r.slots, y: r.budget_kw, mode: "lines", name: "power budget", line: { color: "#b3261e", shape: "hv" } },
+      ], { ...layout("Planned facility power vs budget", "kW", range), shapes: [nowLine(fresh.now)] }, GS.plotConfig);
+      card.querySelector(".gputable tbody").innerHTML = r.gpus.map((g) =>
+        `<tr><td>${GS.esc(g.hardware)}</td><td class="num">${g.inventory}</td><td class="num">${g.in_use_now}</td>
+         <td class="num">${g.peak_planned}</td></tr>`).join("");
+    }
+  }, 60000);
 })();

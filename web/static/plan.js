@@ -1,195 +1,206 @@
-// Plan: a Gantt chart of the current plan (or of plan N with ?id=N) by region and hardware over time, the
-// assignments and unplanned jobs; below, the plan history, newest first, page by page.
+// Plan at fleet scale: the overview (GPUs in use against inventory, power against budget), an aggregated Gantt
+// (GPUs in use per region and hardware over time) that drills down into a lane or a time window, and the
+// assignments page by page, filtered and sorted by the API. ?id=N shows plan N; the history is in plan_history.js.
 "use strict";
 (async () => {
   const $ = (id) => document.getElementById(id);
   let viewId = new URLSearchParams(location.search).get("id"); // null: the current plan
-  let shownId = null; // the plan on screen, marked in the history
   const palette = ["#2a7f62", "#3b6ea5", "#b3541e", "#7a4fa3", "#a38b2a", "#1f8a99", "#a33d5c", "#5b6f2a"];
+  const natural = (a, b) => a.localeCompare(b, undefined, { numeric: true, sensitivity: "base" });
+  const narrow = () => window.innerWidth < 600;
+  const state = { sort: "start_at", page: 1, per_page: 25, from: null, to: null };
+  let overview = null;
+  const base = () => (viewId === null ? "/api/v1/plans/current" : `/api/v1/plans/${viewId}`);
 
-  // Jobs that overlap in time on the same region and hardware get their own lane, so no bar hides another.
-  function lanes(assignments) {
-    const bars = assignments.flatMap((a) => (a.chunks && a.chunks.length ? a.chunks : [[a.start_at, a.end_at]])
-      .map(([s, e]) => ({ a, s, e, t0: new Date(s).getTime(), t1: new Date(e).getTime() })));
-    bars.sort((x, y) => x.t0 - y.t0);
-    const ends = {}; // row -> end time of each lane
-    for (const b of bars) {
-      const row = `${b.a.region} · ${b.a.hardware}`;
-      const laneEnds = ends[row] || (ends[row] = []);
-      let lane = laneEnds.findIndex((t) => t <= b.t0);
-      if (lane < 0) { lane = laneEnds.length; laneEnds.push(0); }
-      laneEnds[lane] = b.t1;
-      b.y = lane === 0 ? row : `${row} (${lane + 1})`;
-    }
-    return bars;
+  function times(ov) {
+    const t0 = new Date(ov.bucket_start).getTime();
+    return Array.from({ length: ov.buckets }, (_, i) => new Date(t0 + i * ov.bucket_minutes * 60000).toISOString());
   }
+  const laneName = (l) => `${l.region} · ${l.hardware}`;
 
-  function gantt(plan) {
-    const bars = lanes(plan.assignments);
-    const rows = [...new Set(bars.map((b) => b.y))].sort().reverse();
-    const regions = [...new Set(plan.assignments.map((a) => a.region))].sort();
-    const traces = regions.map((region, i) => {
-      const mine = bars.filter((b) => b.a.region === region);
-      return {
-        type: "bar", orientation: "h", name: region, marker: { color: palette[i % palette.length], line: { color: "#fff", width: 1 } },
-        y: mine.map((b) => b.y), base: mine.map((b) => b.s), x: mine.map((b) => b.t1 - b.t0),
-        text: mine.map((b) => `#${b.a.job_id} ${GS.esc(b.a.job_name)}`), textposition: "inside", insidetextanchor: "start",
-        textangle: 0, textfont: { size: 10, color: "#fff" }, constraintext: "inside",
-        hovertext: mine.map((b) => `#${b.a.job_id} ${GS.esc(b.a.job_name)}<br>${b.a.gpu_count} GPUs<br>${GS.fmtTime(b.s)} – ${GS.fmtTime(b.e)}`),
-        hoverinfo: "text",
-      };
+  function drawOverview(ov) {
+    const x = times(ov);
+    const lanes = [...ov.lanes].sort((a, b) => natural(laneName(a), laneName(b)));
+    const margin = { l: 50, r: 10, t: 10, b: 30 };
+    const legend = { orientation: "h", y: -0.25, font: { size: 10 } };
+    const inventory = lanes.reduce((s, l) => s + l.inventory_gpus, 0);
+    Plotly.newPlot("ov-gpus", [
+      ...lanes.map((l, i) => ({ type: "scatter", mode: "lines", stackgroup: "gpus", name: laneName(l), x, y: l.gpus_in_use,
+        line: { width: 0.5, color: palette[i % palette.length] } })),
+      { type: "scatter", mode: "lines", name: "inventory", x: [x[0], x[x.length - 1]], y: [inventory, inventory],
+        line: { color: "#000", dash: "dash", width: 1 } },
+    ], { margin, legend, yaxis: { title: { text: "GPUs" } }, xaxis: { type: "date" } }, GS.plotConfig);
+    const budget = ov.regions.reduce((s, r) => s + r.budget_kw, 0);
+    Plotly.newPlot("ov-power", [
+      ...ov.regions.map((r, i) => ({ type: "scatter", mode: "lines", stackgroup: "kw", name: r.region, x, y: r.power_kw,
+        line: { width: 0.5, color: palette[i % palette.length] } })),
+      { type: "scatter", mode: "lines", name: "budget", x: [x[0], x[x.length - 1]], y: [budget, budget],
+        line: { color: "#b00", dash: "dash", width: 1 } },
+    ], { margin, legend, yaxis: { title: { text: "kW" } }, xaxis: { type: "date" } }, GS.plotConfig);
+    // The aggregated Gantt: one lane per region and hardware, in natural order, the share of inventory in use.
+    const names = lanes.map(laneName);
+    const el = $("gantt-overview");
+    el.style.height = `${Math.min(480, 70 + 22 * lanes.length)}px`;
+    Plotly.newPlot(el, [{
+      type: "heatmap", x, y: names, colorscale: "Greens", zmin: 0, zmax: 100, colorbar: { title: { text: "% used" }, thickness: 10 },
+      z: lanes.map((l) => l.gpus_in_use.map((g) => (l.inventory_gpus ? Math.min(100, (100 * g) / l.inventory_gpus) : (g ? 100 : 0)))),
+      customdata: lanes.map((l) => l.gpus_in_use.map((g) => `${GS.num(g, 1)} of ${l.inventory_gpus} GPUs`)),
+      hovertemplate: "%{y}<br>%{x}<br>%{customdata}<extra></extra>", xgap: 0, ygap: 1,
+    }], { margin: { l: narrow() ? 90 : 130, r: 10, t: 30, b: 10 }, xaxis: { type: "date", side: "top" },
+          yaxis: { type: "category", categoryorder: "array", categoryarray: [...names].reverse(), automargin: true } },
+    GS.plotConfig);
+    el.on("plotly_click", (ev) => { // drill down into one lane
+      const [region, hardware] = String(ev.points[0].y).split(" · ");
+      $("af-region").value = region; $("af-hardware").value = hardware;
+      state.page = 1; loadPage();
     });
-    const narrow = window.innerWidth < 600;
-    const el = document.getElementById("gantt");
-    el.style.height = `${Math.max(260, 60 + 34 * rows.length)}px`;
-    Plotly.newPlot("gantt", traces, {
-      barmode: "overlay", bargap: 0.25, margin: { l: narrow ? 90 : 150, r: 10, t: 28, b: 40 },
-      xaxis: { type: "date", range: [plan.horizon_start, plan.horizon_end] },
-      yaxis: { type: "category", categoryorder: "array", categoryarray: rows, automargin: true },
-      legend: { orientation: "h", x: 1, xanchor: "right", y: 1.0, yanchor: "bottom" }, showlegend: regions.length > 1,
-      shapes: [{ type: "line", xref: "x", yref: "paper", x0: new Date().toISOString(), x1: new Date().toISOString(), y0: 0, y1: 1,
-                 line: { color: "#999", dash: "dot", width: 1 } }],
-    }, GS.plotConfig);
+    el.on("plotly_relayout", (ev) => { // zoom: the table follows the time window
+      if (ev["xaxis.range[0]"]) { state.from = new Date(ev["xaxis.range[0]"]).toISOString(); state.to = new Date(ev["xaxis.range[1]"]).toISOString(); }
+      else if (ev["xaxis.autorange"]) { state.from = state.to = null; }
+      else return;
+      state.page = 1; loadPage();
+    });
   }
 
-  function render(plan) {
-    // /plans/current and POST /plans answer with the current plan (is_current may be absent there).
-    const which = plan.is_current === false
+  function fillFilters(ov) {
+    const fill = (sel, values) => { const keep = sel.value; sel.length = 1; GS.fillSelect(sel, values); sel.value = keep; };
+    fill($("af-tenant"), ov.tenants);
+    $("af-tenant").closest("label").hidden = ov.tenants.length < 2;
+    fill($("af-region"), [...new Set(ov.lanes.map((l) => l.region))].sort(natural));
+    fill($("af-hardware"), [...new Set(ov.lanes.map((l) => l.hardware))].sort(natural));
+    fill($("af-state"), Object.keys(ov.states));
+  }
+
+  function summary(ov) {
+    const which = ov.is_current === false
       ? 'not the current plan (<a href="/ui/plan" id="current-link">show the current plan</a>)' : "the current plan";
-    const pruned = plan.pruned_at
-      ? ` · assignments pruned ${GS.fmtTime(plan.pruned_at)}: the chart may be incomplete` : "";
-    // why a failed plan failed (operator admins only; the reasons name every tenant's jobs)
-    const why = plan.problems && plan.problems.length
-      ? ` · <span class="error">${GS.esc(plan.problems.slice(0, 3).join("; "))}</span>` : "";
-    shownId = Number(plan.id);
-    markShown();
-    $("plan-summary").innerHTML = `Plan #${GS.esc(plan.id)} · ${which}${pruned}${why}
-      · ${GS.esc(plan.status)} · ${GS.esc(plan.solver)} · objective ${GS.esc(plan.objective)}
-      · made ${GS.fmtTime(plan.created_at)} (${GS.esc(plan.trigger)})${plan.gap_pct === null ? "" : ` · gap ${GS.num(plan.gap_pct, 2)} %`}
-      · horizon ${GS.fmtTime(plan.horizon_start)} – ${GS.fmtTime(plan.horizon_end)} · ${plan.assignments.length} assignment(s) shown`;
-    gantt(plan);
-    const tb = document.querySelector("#assign-table tbody");
-    tb.innerHTML = plan.assignments.map((a) => {
-      const saving = a.run_now_cost === null ? "—" : GS.num(a.run_now_cost - a.cost, 2);
-      return `<tr data-job-id="${a.job_id}"><td><a href="/ui/jobs/${a.job_id}">#${a.job_id} ${GS.esc(a.job_name)}</a></td>
-        <td>${GS.esc(a.region)}</td><td>${GS.esc(a.hardware)}</td><td class="num">${a.gpu_count}</td>
-        <td>${GS.fmtTime(a.start_at)}</td><td>${GS.fmtTime(a.end_at)}</td><td class="num">${GS.num(a.energy_kwh, 1)}</td>
-        <td class="num">${GS.num(a.cost, 2)} ${GS.esc(a.currency)}</td><td class="num">${GS.num(a.carbon_kg, 1)}</td><td class="num">${saving}</td></tr>`;
-    }).join("") || '<tr><td colspan="10" class="muted">None of your jobs is in this plan.</td></tr>';
-    $("totals").innerHTML = plan.region_totals.length ? `<h2>Every tenant, per region</h2><div class="scroll"><table class="grid">
-      <thead><tr><th>Region</th><th class="num">Jobs</th><th class="num">Energy kWh</th><th class="num">Cost</th><th class="num">CO2 kg</th></tr></thead><tbody>${
-      plan.region_totals.map((t) => `<tr><td>${GS.esc(t.region)}</td><td class="num">${t.jobs}</td><td class="num">${GS.num(t.energy_kwh, 1)}</td>
-        <td class="num">${GS.num(t.cost, 2)}</td><td class="num">${GS.num(t.carbon_kg, 1)}</td></tr>`).join("")}</tbody></table></div>` : "";
-    $("unplanned").innerHTML = plan.unplanned.length ? `<h2>Not planned</h2><ul>${plan.unplanned.map((u) =>
-      `<li><a href="/ui/jobs/${u.job_id}">#${u.job_id} ${GS.esc(u.job_name)}</a>: ${GS.esc(u.reason)} <span class="muted">${GS.esc(u.detail)}</span></li>`).join("")}</ul>` : "";
+    const pruned = ov.pruned_at ? ` · assignments pruned ${GS.fmtTime(ov.pruned_at)}: the charts may be incomplete` : "";
+    const why = ov.problems && ov.problems.length ? ` · <span class="error">${GS.esc(ov.problems.slice(0, 3).join("; "))}</span>` : "";
+    $("plan-summary").innerHTML = `Plan #${GS.esc(ov.id)} · ${which}${pruned}${why} · <span id="plan-status">${GS.esc(ov.status)}</span>
+      · ${GS.esc(ov.solver)} · objective ${GS.esc(ov.objective)} · made ${GS.fmtTime(ov.created_at)} (${GS.esc(ov.trigger)})
+      ${ov.gap_pct === null ? "" : ` · gap ${GS.num(ov.gap_pct, 2)} %`} · <span id="plan-total">${ov.assignments_total}</span> assignment(s)`;
+    if (window.GSHistory) window.GSHistory.show(Number(ov.id));
   }
 
-  async function load() {
-    if (viewId !== null && !/^[1-9][0-9]*$/.test(viewId)) {
-      $("plan-summary").textContent = `No plan #${viewId}.`;
-      return;
+  function detailGantt(items) {
+    const bars = items.flatMap((a) => (a.chunks && a.chunks.length ? a.chunks : [[a.start_at, a.end_at]])
+      .map(([s, e]) => ({ a, s, t: new Date(e).getTime() - new Date(s).getTime() })));
+    const rows = [...new Set(bars.map((b) => `#${b.a.job_id}`))];
+    const el = $("gantt");
+    el.style.height = `${Math.max(160, 40 + 14 * rows.length)}px`;
+    Plotly.newPlot(el, [{
+      type: "bar", orientation: "h", y: bars.map((b) => `#${b.a.job_id}`), base: bars.map((b) => b.s), x: bars.map((b) => b.t),
+      marker: { color: bars.map((b) => palette[[...new Set(items.map((a) => a.region))].sort(natural).indexOf(b.a.region) % palette.length]) },
+      text: bars.map((b) => GS.esc(b.a.job_name)), textposition: "inside", insidetextanchor: "start", textfont: { size: 10, color: "#fff" },
+      hovertext: bars.map((b) => `#${b.a.job_id} ${GS.esc(b.a.job_name)}<br>${GS.esc(b.a.region)} · ${GS.esc(b.a.hardware)}<br>${b.a.gpu_count} GPUs`),
+      hoverinfo: "text",
+    }], { margin: { l: 70, r: 10, t: 24, b: 10 }, xaxis: { type: "date", side: "top" }, showlegend: false,
+          yaxis: { type: "category", categoryorder: "array", categoryarray: [...rows].reverse(), tickfont: { size: 10 } } }, GS.plotConfig);
+  }
+
+  function row(a) {
+    const cur = GS.esc(a.currency);
+    return `<tr data-job-id="${a.job_id}"><td><a href="/ui/jobs/${a.job_id}">#${a.job_id} ${GS.esc(a.job_name)}</a></td>
+      <td>${GS.esc(a.tenant)}</td><td>${GS.stateBadge(a.state)}</td><td>${GS.esc(a.region)}</td><td>${GS.esc(a.hardware)}</td>
+      <td class="num">${a.gpu_count}</td><td>${GS.fmtTime(a.start_at)}</td><td>${GS.fmtTime(a.end_at)}</td>
+      <td class="num">${GS.num(a.energy_kwh, 1)}</td><td class="num">${GS.num(a.cost, 2)} ${cur}</td><td class="num">${GS.num(a.carbon_kg, 1)}</td>
+      <td class="num">${a.expected_saving_cost === null ? "—" : GS.num(a.expected_saving_cost, 2)}</td></tr>`;
+  }
+
+  async function loadPage() {
+    const q = new URLSearchParams({ sort: state.sort, page: state.page, per_page: state.per_page });
+    for (const [k, id] of [["tenant", "af-tenant"], ["region", "af-region"], ["hardware", "af-hardware"], ["state", "af-state"], ["q", "af-q"]]) {
+      if ($(id).value.trim()) q.set(k, $(id).value.trim());
     }
-    const path = viewId === null ? "/api/v1/plans/current" : `/api/v1/plans/${viewId}`;
+    if (state.from) { q.set("from", state.from); q.set("to", state.to); }
+    $("af-window").textContent = state.from ? `${GS.fmtTime(state.from)} – ${GS.fmtTime(state.to)}` : "";
+    const tb = document.querySelector("#assign-table tbody");
     try {
-      render(await GS.busy("Loading the plan", () => GS.api("GET", path)));
+      const page = await GS.api("GET", `${base()}/assignments?${q}`);
+      tb.innerHTML = page.items.map(row).join("") || '<tr><td colspan="12" class="muted">No assignment matches.</td></tr>';
+      $("assign-count").textContent = `(${page.total} matching)`;
+      $("pg-info").textContent = `page ${page.page} of ${page.pages}`;
+      $("pg-prev").disabled = page.page <= 1;
+      $("pg-next").disabled = page.page >= page.pages;
+      detailGantt(page.items);
+    } catch (err) {
+      tb.innerHTML = `<tr><td colspan="12" class="error">${GS.esc(err.describe ? err.describe() : err)}</td></tr>`;
+    }
+    document.querySelectorAll("#assign-table th[data-sort]").forEach((th) => {
+      const key = th.dataset.sort;
+      th.setAttribute("aria-sort", state.sort === key ? "ascending" : state.sort === `-${key}` ? "descending" : "none");
+    });
+  }
+
+  async function load(quiet = false) {
+    if (viewId !== null && !/^[1-9][0-9]*$/.test(viewId)) { $("plan-summary").textContent = `No plan #${viewId}.`; return; }
+    try {
+      const get = () => GS.api("GET", `${base()}/overview`);
+      overview = quiet ? await get() : await GS.busy("Loading the plan", get);
     } catch (err) {
       const missing = viewId === null ? "No plan yet." : `No plan #${viewId}.`;
       $("plan-summary").textContent = err.status === 404 ? missing : (err.describe ? err.describe() : String(err));
+      return;
     }
+    summary(overview);
+    fillFilters(overview);
+    drawOverview(overview);
+    await loadPage();
   }
 
-  // Plan history: fleet-wide figures come only for operator admins (fleet is null for everyone else).
-  const BASE_COLS = [["Plan"], ["Made"], ["Trigger"], ["Status"], ["Objective"], ["Gap %", "num"], ["Solve s", "num"]];
-  const FLEET_COLS = [["Planned", "num", "jobs planned, every tenant"], ["Not planned", "num", "jobs left out"],
-                      ["Cost", "num"], ["Saving", "num", "against running every planned job now"], ["CO2 kg", "num"]];
-  const histBody = document.querySelector("#history-table tbody");
-  const olderBtn = $("older-btn");
-  let cursor = null;
-  let withFleet = false;
+  $("assign-filters").addEventListener("submit", (e) => { e.preventDefault(); state.page = 1; loadPage(); });
+  $("af-reset").addEventListener("click", () => {
+    ["af-tenant", "af-region", "af-hardware", "af-state", "af-q"].forEach((id) => { $(id).value = ""; });
+    state.from = state.to = null; state.page = 1; loadPage();
+  });
+  $("pg-prev").addEventListener("click", () => { state.page -= 1; loadPage(); });
+  $("pg-next").addEventListener("click", () => { state.page += 1; loadPage(); });
+  document.querySelectorAll("#assign-table th[data-sort]").forEach((th) => th.addEventListener("click", () => {
+    const key = th.dataset.sort;
+    state.sort = state.sort === key ? `-${key}` : key;
+    state.page = 1; loadPage();
+  }));
 
-  function historyHeader() {
-    const cols = withFleet ? BASE_COLS.concat(FLEET_COLS) : BASE_COLS;
-    document.querySelector("#history-table thead tr").innerHTML =
-      cols.map(([name, cls, title]) => `<th${cls ? ` class="${cls}"` : ""}${title ? ` title="${title}"` : ""}>${name}</th>`)
-        .join("");
-    return cols.length;
+  // A re-plan is a run: POST answers 202 at once; the run is polled until a worker has stored its plan.
+  let replanLabel = "Re-planning the fleet";
+  async function replanRun() {
+    let run = await GS.api("POST", "/api/v1/plans", {});
+    while (run.state === "queued" || run.state === "running") {
+      replanLabel = run.state === "queued" ? "Re-plan queued (waiting for a worker)"
+        : `Re-planning the fleet: ${run.phase} ${Math.round(run.progress * 100)} %`;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      run = await GS.api("GET", `/api/v1/plans/runs/${run.id}`);
+    }
+    replanLabel = "Re-planning the fleet";
+    if (run.plan_id === null) throw new Error(`re-plan failed: ${run.error || "no plan"}`);
+    return GS.api("GET", `/api/v1/plans/${run.plan_id}`);
   }
-
-  function markShown() {
-    histBody.querySelectorAll("tr[data-plan-id]").forEach((tr) => {
-      const shown = Number(tr.dataset.planId) === shownId;
-      tr.classList.toggle("shown", shown);
-      if (shown) tr.setAttribute("aria-current", "true"); else tr.removeAttribute("aria-current");
-    });
-  }
-
-  function fleetCells(f) {
-    if (!f) return '<td class="num">—</td>'.repeat(FLEET_COLS.length);
-    const cur = GS.esc(f.currency);
-    const known = (x) => x !== null && x !== undefined;
-    const saving = known(f.run_now_cost) && known(f.cost) ? f.run_now_cost - f.cost : null;
-    return `<td class="num">${GS.num(f.jobs_assigned, 0)}</td><td class="num">${GS.num(f.jobs_unplanned, 0)}</td>
-      <td class="num">${GS.num(f.cost, 2)} ${cur}</td>
-      <td class="num${saving > 0 ? " better" : ""}">${saving === null ? "—" : `${GS.num(saving, 2)} ${cur}`}</td>
-      <td class="num">${GS.num(f.carbon_kg, 1)}</td>`;
-  }
-
-  function historyRow(p) {
-    const id = Number(p.id);
-    const tr = GS.el("tr", { "data-plan-id": id });
-    const badge = p.is_current ? ' <span class="state current">current</span>' : "";
-    const pruned = p.pruned_at
-      ? ` <span class="muted" title="pruned ${GS.esc(GS.fmtTime(p.pruned_at))}">assignments pruned</span>` : "";
-    const value = p.objective_value === null || p.objective_value === undefined ? ""
-      : ` title="objective value ${GS.esc(GS.num(p.objective_value, 2))}"`;
-    tr.innerHTML = `<td><a href="/ui/plan?id=${id}">#${id}</a>${badge}</td><td>${GS.fmtTime(p.created_at)}</td>
-      <td>${GS.esc(p.trigger)}</td><td>${GS.esc(p.status)}${pruned}</td><td${value}>${GS.esc(p.objective)}</td>
-      <td class="num">${GS.num(p.gap_pct, 2)}</td><td class="num">${GS.num(p.solve_s, 1)}</td>
-      ${withFleet ? fleetCells(p.fleet) : ""}`;
-    return tr;
-  }
-
-  async function loadHistory(reset) {
-    const q = new URLSearchParams({ limit: "20" });
-    if (!reset && cursor) q.set("cursor", cursor);
-    olderBtn.disabled = true;
-    try {
-      const page = await GS.busy("Loading the plan history", () => GS.api("GET", "/api/v1/plans?" + q));
-      if (reset) {
-        histBody.innerHTML = "";
-        withFleet = page.items.some((p) => p.fleet);
-        historyHeader();
-      }
-      page.items.forEach((p) => histBody.appendChild(historyRow(p)));
-      if (!histBody.children.length) {
-        histBody.innerHTML = `<tr><td colspan="${historyHeader()}" class="muted">No plans yet.</td></tr>`;
-      }
-      cursor = page.next_cursor;
-      olderBtn.hidden = !cursor;
-      markShown();
-    } catch (err) {
-      const cols = reset ? historyHeader() : document.querySelectorAll("#history-table thead th").length;
-      if (reset) histBody.innerHTML = "";
-      const msg = GS.esc(err.describe ? err.describe() : err);
-      histBody.appendChild(GS.el("tr", {}, `<td colspan="${cols}" class="error">${msg}</td>`));
-    } finally { olderBtn.disabled = false; }
-  }
-  olderBtn.addEventListener("click", () => loadHistory(false));
 
   const btn = $("replan-btn");
   if (btn) {
     btn.addEventListener("click", async () => {
       btn.disabled = true;
       try {
-        const plan = await GS.busy("Re-planning the fleet (solver running)", () => GS.api("POST", "/api/v1/plans", {}));
+        const plan = await GS.busy(() => replanLabel, replanRun, { limit_s: Number(btn.dataset.limitS) || null });
         if (viewId !== null) { viewId = null; window.history.replaceState(null, "", "/ui/plan"); }
-        render(plan);
-        loadHistory(true);
+        await load();
+        if (plan && plan.gap_pct !== null && plan.gap_pct !== undefined) {
+          GS.flash(`Re-planned: plan #${plan.id}, ${plan.status}, gap ${GS.num(plan.gap_pct, 2)} %`);
+        }
+        if (window.GSHistory) window.GSHistory.load(true);
       } catch (err) {
         $("plan-summary").textContent = err.describe ? err.describe() : String(err);
       } finally { btn.disabled = false; }
     });
   }
-  load();
-  loadHistory(true);
+  await load();
+  // Live: the plan's status and overview follow a re-plan made elsewhere (nightly, new work) without a reload.
+  setInterval(async () => {
+    if (document.hidden || viewId !== null) return;
+    try {
+      const head = await GS.api("GET", "/api/v1/plans?limit=1");
+      const newest = head.items.find((p) => p.is_current);
+      if (newest && overview && Number(newest.id) !== Number(overview.id)) { await load(true); if (window.GSHistory) window.GSHistory.load(true); }
+    } catch (err) { /* next time */ }
+  }, 20000);
 })();

@@ -79,7 +79,7 @@ def connector_for(cluster: Cluster, settings: Settings) -> ClusterConnector:
     return get_connector(cluster.kind, config)
 
 
-def build_spec(session: Session, run: Run) -> JobSpec:
+def build_spec(session: Session, run: Run, keys: tuple[str, ...] = ()) -> JobSpec:
     """The runtime spec of a run: command, GPUs, ``begin_at`` = planned start, time limit, profile power.
 
     A chunk's run is limited to its chunk and told which chunk it is (module docstring).
@@ -94,6 +94,10 @@ def build_spec(session: Session, run: Run) -> JobSpec:
     hardware = run.hardware_code or ""
     planned_minutes = 60
     env = {str(k): str(v) for k, v in (job.env or {}).items()}
+    if job.secret_env_encrypted:  # decrypted only here, on its way to the job's process
+        from app import crypto
+
+        env.update({str(k): str(v) for k, v in crypto.decrypt_json(keys, job.secret_env_encrypted).items()})
     margin = None
     if assignment is not None:
         bounds = running_intervals(assignment)
@@ -144,7 +148,7 @@ def submit_run(
     if run.cluster is None or not run.cluster.enabled:
         return _fail(session, run, "cluster removed or disabled before submission", now)
     try:
-        spec = build_spec(session, run)
+        spec = build_spec(session, run, settings.encryption_keys)
     except ConfigError as exc:
         return _finish_unsubmitted(session, run, RunState.FAILED, f"cannot dispatch: {exc}", now, fail_job=True)
     connector = connector_for(run.cluster, settings)

@@ -148,7 +148,7 @@ def _sync_one(
         replan = requeue_after_failure(session, run, f"runtime lost it: {exc}", now=now, state=RunState.LOST)
         session.commit()
         return "replan-lost" if replan else "lost"
-    kind = _apply(session, run, state, connector, now)
+    kind = _apply(session, run, state, connector, now, settings.encryption_keys)
     session.commit()
     return kind
 
@@ -164,10 +164,11 @@ def _cancel_on_runtime(connector: ClusterConnector, runtime_job_id: str, now: da
                         polled.exit_code, "cancelled through the API")  # fmt: skip
 
 
-def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterConnector, now: datetime) -> str:
+def _apply(session: Session, run: Run, state: RuntimeState, connector: ClusterConnector, now: datetime,
+           keys: tuple[str, ...] = ()) -> str:
     job = run.job
     if state.status in (RunStatus.PENDING, RunStatus.UNKNOWN):
-        _reassert_if_overdue(session, run, connector, now)
+        _reassert_if_overdue(session, run, connector, now, keys)
         return "unchanged"
     if state.status == RunStatus.RUNNING:
         if run.state == RunState.RUNNING:
@@ -220,7 +221,8 @@ def _next_chunk(session: Session, run: Run) -> datetime | None:
     return bounds[run.chunk_index + 1][0] if run.chunk_index + 1 < len(bounds) else None
 
 
-def _reassert_if_overdue(session: Session, run: Run, connector: ClusterConnector, now: datetime) -> None:
+def _reassert_if_overdue(session: Session, run: Run, connector: ClusterConnector, now: datetime,
+                         keys: tuple[str, ...] = ()) -> None:
     """Submit again (idempotent) a run still pending ``REASSERT_AFTER`` past its planned start.
 
     This completes a submission interrupted half-way on the runtime's side, e.g. a Slurm job left held when
@@ -232,7 +234,7 @@ def _reassert_if_overdue(session: Session, run: Run, connector: ClusterConnector
     if now < due or now - last < REASSERT_AFTER:
         return
     try:
-        connector.submit(build_spec(session, run))
+        connector.submit(build_spec(session, run, keys))
     except ConnectorError:
         return  # the runtime is unwell: the next sync tries again
     run.claimed_at = now

@@ -1,0 +1,330 @@
+"""Abuse bench (issue 20): slow clients and an expensive-endpoint flood against the production web tier, on loopback.
+
+Set-up: the bench database (bench/api_env.py; default ``gridshift_hostile_bench``) with the demo fleet, two tenants
+("bench", whose reads are measured, and "flood"); gunicorn with the production command (``--preload``, 4 sync
+workers, ``--timeout 60``) on 127.0.0.1:``--port``, its limit counters in Redis (``--redis-url``); and nginx with
+``deploy/nginx.conf`` (only its upstream and listen lines changed) on ``--port`` + 1.
+
+Trials, each ``--seconds`` long (everything is bounded: sockets, threads and the two servers end with the bench):
+
+1. ``slow``: 16 slow-header sockets (a header line every 5 s, never the blank line) and 16 slow-body sockets (a
+   POST announcing 1 MB and sending 100 bytes every 5 s) held open, reopened when closed; meanwhile a normal client
+   asks ``/api/v1/health`` and ``/api/v1/jobs?limit=20`` (bench's token) 5 times a second each, with a 5 s timeout
+   (a timeout counts as an error, at 5,000 ms). Run once against gunicorn directly and once through nginx.
+2. ``flood``: tenant "bench" reads ``/api/v1/jobs?limit=20`` sequentially for ``--seconds`` / 3 (quiet), then
+   again while tenant "flood" sends 10,000-job invalid batches (the most expensive request: ~3 CPU-s each on
+   main) from 8 concurrent connections for ``--seconds``, through nginx. ``--no-cost-limits`` turns the per-tenant
+   budget and concurrency cap off, for the before figure.
+
+Targets: through nginx, health p99 <= 100 ms and 0 errors; the other tenant's read p50 during the flood within 2x of
+its quiet p50. The last line with ``--json`` is one JSON object.
+
+Usage::
+
+    python bench/abuse_bench.py [--seconds 30] [--trials slow,flood] [--no-cost-limits] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sqlalchemy.orm import Session
+
+from bench.api_env import BenchEnv, job_items, percentile, prepare
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DB = "postgresql+psycopg://postgres@127.0.0.1:5432/gridshift_hostile_bench"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/3"
+HOST = "127.0.0.1"  # loopback only
+PROBE_TIMEOUT_S = 5.0
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}; see {log}")
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.5):
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"{what} did not listen on {port} within 60 s; see {log}")
+
+
+def start_gunicorn(env: BenchEnv, port: int, log: Path, *, cost_limits: bool) -> subprocess.Popen[bytes]:
+    """The production command of docker-compose.yml's web service, on loopback."""
+    s = env.settings
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("GRIDSHIFT_")}
+    child_env.update(
+        GRIDSHIFT_DATABASE_URL=s.database_url, GRIDSHIFT_BROKER_URL=s.broker_url,
+        GRIDSHIFT_RATE_LIMIT_STORAGE_URL=s.rate_limit_storage_url, GRIDSHIFT_VAR_DIR=str(s.var_dir),
+        GRIDSHIFT_SECRET_KEY="bench", GRIDSHIFT_LOCAL_RUNTIME_DIR=str(s.local_runtime_dir),
+        GRIDSHIFT_TRUSTED_PROXIES=HOST,  # nginx, on loopback
+        GRIDSHIFT_RATE_LIMIT="100000 per minute",  # request counting is not what this bench measures
+    )
+    if not cost_limits:
+        child_env.update(GRIDSHIFT_COST_BUDGET="", GRIDSHIFT_COST_CONCURRENCY="1000")
+    cmd = [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}", "--workers", "4", "--timeout", "60",
+           "--preload", "--log-level", "warning", "app.wsgi:app"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=child_env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    _wait_port(port, proc, "gunicorn", log)
+    return proc
+
+
+def start_nginx(upstream_port: int, port: int, workdir: Path) -> subprocess.Popen[bytes]:
+    """nginx with deploy/nginx.conf; only the upstream and listen lines (marked ``# bench:``) are changed."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(binary).exists():
+        raise SystemExit("needs nginx (apt-get install nginx-light)")
+    conf = (REPO / "deploy" / "nginx.conf").read_text()
+    conf = conf.replace("server web:8000;  # bench: upstream", f"server {HOST}:{upstream_port};")
+    conf = conf.replace("listen 8080;  # bench: listen", f"listen {HOST}:{port};")
+    conf = conf.replace("/tmp/gridshift-nginx", str(workdir / "nginx"))
+    if f"{HOST}:{upstream_port}" not in conf or f"listen {HOST}:{port}" not in conf:
+        raise SystemExit("deploy/nginx.conf lost its '# bench:' lines")
+    path = workdir / "nginx.conf"
+    path.write_text(conf)
+    log = workdir / "nginx.log"
+    proc = subprocess.Popen([binary, "-c", str(path), "-g", "daemon off;"], stdout=log.open("wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    _wait_port(port, proc, "nginx", log)
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+class SlowClients:
+    """``n_header`` slow-header and ``n_body`` slow-body sockets held open against ``port`` until stopped."""
+
+    def __init__(self, port: int, n_header: int, n_body: int, token: str, interval_s: float = 5.0) -> None:
+        self.port, self.interval_s, self.token = port, interval_s, token
+        self.stop_event = threading.Event()
+        self.opened = 0
+        self.threads = [threading.Thread(target=self._hold, args=(kind,), daemon=True)
+                        for kind in ["header"] * n_header + ["body"] * n_body]
+
+    def __enter__(self) -> SlowClients:
+        for t in self.threads:
+            t.start()
+        time.sleep(1.0)  # let them connect and take what they can before measuring
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop_event.set()
+        for t in self.threads:
+            t.join(timeout=self.interval_s + 2)
+
+    def _hold(self, kind: str) -> None:
+        while not self.stop_event.is_set():
+            with contextlib.suppress(OSError), socket.create_connection((HOST, self.port), timeout=5) as sock:
+                self.opened += 1
+                if kind == "header":
+                    sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: bench\r\n")
+                else:
+                    sock.sendall(b"POST /api/v1/jobs HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                                 b"Authorization: Bearer " + self.token.encode() +
+                                 b"\r\nContent-Length: 1000000\r\n\r\n{")
+                n = 0
+                while not self.stop_event.wait(self.interval_s):
+                    n += 1
+                    sock.sendall(f"X-Slow-{n}: {'a' * 20}\r\n".encode() if kind == "header" else b" " * 100)
+
+
+def _get(port: int, path: str, token: str = "", timeout: float = PROBE_TIMEOUT_S) -> tuple[int, float]:
+    """One GET on a fresh connection: (status or 0 on a transport error/timeout, latency [ms])."""
+    t0 = time.perf_counter()
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        resp = conn.getresponse()
+        resp.read()
+        status = resp.status
+    except (OSError, http.client.HTTPException):
+        status = 0
+    finally:
+        conn.close()
+    return status, (time.perf_counter() - t0) * 1000.0
+
+
+def probe(port: int, path: str, token: str, seconds: float, rate: float) -> list[tuple[int, float]]:
+    """``path`` at ``rate`` per second for ``seconds`` (requests start on schedule; a slow one delays the next)."""
+    out: list[tuple[int, float]] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        started = time.monotonic()
+        out.append(_get(port, path, token))
+        time.sleep(max(0.0, 1.0 / rate - (time.monotonic() - started)))
+    return out
+
+
+def _stats(samples: list[tuple[int, float]]) -> dict[str, Any]:
+    ms = [m for _s, m in samples]
+    errors = sum(1 for s, _m in samples if not 200 <= s < 300)
+    return {"n": len(samples), "errors": errors, "p50_ms": round(percentile(ms, 50), 1),
+            "p99_ms": round(percentile(ms, 99), 1), "max_ms": round(max(ms, default=float("nan")), 1)}
+
+
+def trial_slow(name: str, port: int, token: str, slow_token: str, seconds: float) -> dict[str, Any]:
+    results: dict[str, list[tuple[int, float]]] = {}
+
+    def run(kind: str, path: str, tok: str) -> None:
+        results[kind] = probe(port, path, tok, seconds, rate=5.0)
+
+    with SlowClients(port, 16, 16, slow_token) as slow:
+        probes = [threading.Thread(target=run, args=("health", "/api/v1/health", "")),
+                  threading.Thread(target=run, args=("read", "/api/v1/jobs?limit=20", token))]
+        for t in probes:
+            t.start()
+        for t in probes:
+            t.join()
+        opened = slow.opened
+    return {"target": name, "slow_sockets": 32, "opened": opened,
+            "health": _stats(results["health"]), "read": _stats(results["read"])}
+
+
+def trial_flood(port: int, token: str, flood_token: str, seconds: float) -> dict[str, Any]:
+    quiet = probe(port, "/api/v1/jobs?limit=20", token, seconds / 3, rate=10.0)
+    bad = json.dumps({"jobs": [{**item, "allowed_regions": ["nowhere"] * 3} for item in job_items(10_000)]})
+    codes: dict[int, int] = {}
+    stop_event = threading.Event()
+
+    def flood() -> None:
+        while not stop_event.is_set():
+            conn = http.client.HTTPConnection(HOST, port, timeout=120)
+            try:
+                conn.request("POST", "/api/v1/jobs/batch", body=bad, headers={
+                    "Authorization": f"Bearer {flood_token}", "Content-Type": "application/json"})
+                resp = conn.getresponse()
+                resp.read()
+                codes[resp.status] = codes.get(resp.status, 0) + 1
+            except (OSError, http.client.HTTPException):
+                codes[0] = codes.get(0, 0) + 1
+            finally:
+                conn.close()
+
+    flooders = [threading.Thread(target=flood, daemon=True) for _ in range(8)]
+    for t in flooders:
+        t.start()
+    time.sleep(1.0)
+    loud = probe(port, "/api/v1/jobs?limit=20", token, seconds, rate=10.0)
+    stop_event.set()
+    for t in flooders:
+        t.join(timeout=130)
+    q, f = _stats(quiet), _stats(loud)
+    return {"quiet": q, "flood": f, "flood_answers": {str(k): v for k, v in sorted(codes.items())},
+            "p50_ratio": round(f["p50_ms"] / q["p50_ms"], 2) if q["p50_ms"] else None,
+            "batch_bytes": len(bad)}
+
+
+def _seed(port: int, token: str, n: int) -> None:
+    """``n`` jobs for the measured tenant, so that its read returns a full page."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=60)
+    conn.request("POST", "/api/v1/jobs/batch", body=json.dumps({"jobs": job_items(n)}),
+                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 201:
+        raise SystemExit(f"seeding failed: {resp.status} {resp.read()[:300]!r}")
+    conn.close()
+
+
+def _flood_tenant(env: BenchEnv) -> str:
+    from app.db import make_engine
+    from app.enums import Role
+    from app.services import auth
+
+    engine = make_engine(env.settings)
+    with Session(engine) as session:
+        tenant = auth.create_tenant(session, "flood")
+        token = auth.issue_token(session, tenant, "flood", Role.MEMBER)[1]
+        session.commit()
+    engine.dispose()
+    return token
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--database-url", default=DEFAULT_DB)
+    parser.add_argument("--redis-url", default=DEFAULT_REDIS)
+    parser.add_argument("--port", type=int, default=8771, help="gunicorn; nginx listens on the next port")
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of each trial [s]")
+    parser.add_argument("--trials", default="slow,flood")
+    parser.add_argument("--no-cost-limits", action="store_true", help="budget and concurrency cap off (before)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    trials = {t.strip() for t in args.trials.split(",") if t.strip()}
+
+    import redis
+
+    redis.Redis.from_url(args.redis_url).flushdb()  # this bench's own db: no counters left from a previous run
+    env = prepare(args.database_url, redis_url=args.redis_url, n_tokens=1)
+    flood_token = _flood_tenant(env)
+    workdir = Path(tempfile.mkdtemp(prefix="gs-abuse-"))
+    workdir.chmod(0o755)  # nginx's workers (nobody, when started as root) keep their temp files under it
+    gunicorn = nginx = None
+    out: dict[str, Any] = {"seconds": args.seconds, "cost_limits": not args.no_cost_limits,
+                           "load": os.getloadavg()[0], "trials": {}}
+    try:
+        gunicorn = start_gunicorn(env, args.port, workdir / "gunicorn.log", cost_limits=not args.no_cost_limits)
+        nginx = start_nginx(args.port, args.port + 1, workdir)
+        token = env.tokens[0]
+        _seed(args.port, token, 200)
+        if "slow" in trials:
+            out["trials"]["slow_direct"] = trial_slow("gunicorn", args.port, token, flood_token, args.seconds)
+            time.sleep(PROBE_TIMEOUT_S + 1)  # the direct trial's slow sockets are gone
+            out["trials"]["slow_nginx"] = trial_slow("nginx", args.port + 1, token, flood_token, args.seconds)
+        if "flood" in trials:
+            out["trials"]["flood"] = trial_flood(args.port + 1, token, flood_token, args.seconds)
+    finally:
+        stop(nginx)
+        stop(gunicorn)
+    out["load_after"] = os.getloadavg()[0]
+    _print(out)
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+def _print(out: dict[str, Any]) -> None:
+    print(f"abuse bench: {out['seconds']:.0f} s per trial, cost limits {'on' if out['cost_limits'] else 'off'}, "
+          f"load {out['load']:.1f} -> {out['load_after']:.1f}")
+    for name in ("slow_direct", "slow_nginx"):
+        t = out["trials"].get(name)
+        if t:
+            for kind in ("health", "read"):
+                s = t[kind]
+                print(f"  {name:<12} {kind:<7} n={s['n']:>4} errors={s['errors']:>4} p50={s['p50_ms']:>8.1f} ms "
+                      f"p99={s['p99_ms']:>8.1f} ms max={s['max_ms']:>8.1f} ms")
+    f = out["trials"].get("flood")
+    if f:
+        print(f"  flood        quiet p50={f['quiet']['p50_ms']:.1f} ms, during flood p50={f['flood']['p50_ms']:.1f} ms "
+              f"(x{f['p50_ratio']}), p99={f['flood']['p99_ms']:.1f} ms, errors={f['flood']['errors']}; "
+              f"flood answers {f['flood_answers']}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
