@@ -221,5 +221,6 @@ def test_monthly_report_gains_the_tenants_budget_columns(client, session, small_
                                       "carbon_budget_kg": 40000.0}
     csv_text = client.get("/api/v1/reports/monthly.csv", headers=h).get_data(as_text=True)
     header, total = csv_text.splitlines()[0].split(","), csv_text.splitlines()[-1].split(",")
-    assert header[-4:] == ["budget_period", "cost_budget", "energy_budget_kwh", "carbon_budget_kg"]
-    assert total[-4:] == ["quarter", "25000.000", "", "40000.000"]
+    # the budget columns, then the provenance of the market data, always last
+    assert header[-5:] == ["budget_period", "cost_budget", "energy_budget_kwh", "carbon_budget_kg", "market_data"]
+    assert total[-5:-1] == ["quarter", "25000.000", "", "40000.000"]

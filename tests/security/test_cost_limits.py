@@ -161,7 +161,7 @@ def test_manual_replans_draw_on_the_operator_budget(make_app, session, small_fle
     client = make_app(cost_budget="100 per minute").test_client()
     ops = make_token(session, "ops", Role.ADMIN, operator=True)
     first = client.post("/api/v1/plans", json={}, headers=bearer(ops))
-    assert first.status_code == 201, first.json
+    assert first.status_code == 202, first.json
     again = client.post("/api/v1/plans", json={}, headers=bearer(ops))  # a re-plan costs the whole budget
     assert again.status_code == 429 and int(again.headers["Retry-After"]) > 0
 
