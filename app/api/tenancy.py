@@ -46,7 +46,14 @@ def _view(slug: str) -> dict[str, Any]:
                              currency=extensions.settings().reporting_currency)
 
 
+def _json_doc(kind: str, description: str) -> dict[str, Any]:
+    """OpenAPI for an answer built with jsonify: its media type and top-level shape (``array`` or ``object``)."""
+    schema: dict[str, Any] = {"type": "object"} if kind == "object" else {"type": "array", "items": {"type": "object"}}
+    return {"responses": {"200": {"description": description, "content": {"application/json": {"schema": schema}}}}}
+
+
 @blp.route("/tenancy")
+@blp.doc(**_json_doc("array", "one burn-down per tenant the caller may see"))
 def list_tenancy() -> Response:
     """Weight, quota use and budget burn-down: the caller's tenant, or every tenant for the operator."""
     p = principal()
@@ -56,6 +63,7 @@ def list_tenancy() -> Response:
 
 
 @blp.route("/tenancy/<slug>")
+@blp.doc(**_json_doc("object", "the tenant's weight, quota use and budget burn-down"))
 def get_tenancy(slug: str) -> Response:
     """One tenant's weight, quota use and budget burn-down (its own tokens, or the operator's)."""
     p = principal()
@@ -65,6 +73,7 @@ def get_tenancy(slug: str) -> Response:
 
 
 @blp.route("/tenancy/<slug>", methods=["PUT"])
+@blp.doc(**_json_doc("object", "the tenant's burn-down with the new policy"))
 @blp.arguments(PolicyIn)
 def put_tenancy(data: dict[str, Any], slug: str) -> Response:
     """Set a tenant's weight, quotas and budgets; fields left out keep their value, null removes a cap (operator

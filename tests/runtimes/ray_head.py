@@ -91,8 +91,8 @@ def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 1
         "--include-log-monitor=false",
         "--resources=" + json.dumps({hw.upper(): n for hw, n in resources.items()}),
     ]  # fmt: skip
-    env = {
-        **os.environ,
+    env = {  # a Ray cluster is not the service: none of the service's (or the test run's) GRIDSHIFT_* variables
+        **{k: v for k, v in os.environ.items() if not k.startswith("GRIDSHIFT_")},
         "RAY_USAGE_STATS_ENABLED": "0",
         "PATH": f"{ray_bin.parent}:{os.environ.get('PATH', '')}",
     }
