@@ -9,7 +9,7 @@ from marshmallow import EXCLUDE, Schema, fields, validate
 
 from app import extensions
 from app.api import principal
-from app.api.plans import PlanHeadOut
+from app.api.plans import AssignmentOut, PlanHeadOut
 from app.api.schemas import CODE, Aware, Text
 from app.models import Plan
 from app.services import plan_history, plan_pages
@@ -60,22 +60,11 @@ class AssignmentQuery(Schema):
     per_page = fields.Integer(load_default=50, validate=validate.Range(min=1, max=500))
 
 
-class AssignmentRowOut(Schema):
-    job_id = fields.Integer()
-    job_name = fields.String()
+class AssignmentRowOut(AssignmentOut):
+    """A plan's assignment as the paginated table shows it: with its tenant, state and expected saving."""
+
     tenant = fields.String()
     state = fields.String()
-    region = fields.String()
-    hardware = fields.String()
-    gpu_count = fields.Integer()
-    start_at = fields.DateTime(format="iso")
-    end_at = fields.DateTime(format="iso")
-    chunks = fields.List(fields.List(fields.String()), allow_none=True)
-    energy_kwh = fields.Float()
-    cost = fields.Float()
-    currency = fields.String()
-    carbon_kg = fields.Float()
-    run_now_cost = fields.Float(allow_none=True)
     expected_saving_cost = fields.Float(allow_none=True, metadata={"description": "planned: expected, not claimed"})
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from app.enums import JobState, RunState
 from app.models import Job, Run
-from app.services import auth
+from app.services import auth, series
 from app.services.dispatch import claim as dispatch_claim
 from app.services.dispatch import submit as dispatch_submit
 from app.services.dispatch import sync as dispatch_sync
@@ -524,9 +524,9 @@ def test_run_still_pending_after_its_start_is_submitted_again(session, settings,
 
 def test_hour_weights_split_a_run_across_hours():
     start = utcnow().replace(minute=30, second=0, microsecond=0)
-    weights = dispatch_sync.hour_weights(start, start + timedelta(hours=1))
+    weights = series.hour_weights(start, start + timedelta(hours=1))
     assert sorted(weights.values()) == [0.5, 0.5]
-    assert sum(dispatch_sync.hour_weights(start, start + timedelta(minutes=200)).values()) == pytest.approx(1.0)
+    assert sum(series.hour_weights(start, start + timedelta(minutes=200)).values()) == pytest.approx(1.0)
 
 
 def test_runs_of_a_job_are_listed_through_the_api(client, session, settings, tenant_id, clusters):

@@ -33,7 +33,7 @@ from app.services.assignments import running_intervals
 from app.services.dispatch.failures import requeue_after_failure
 from app.services.dispatch.submit import build_spec, connector_for
 from app.services.job_states import move_job, reread_job
-from app.services.series import hourly_series, slot_values
+from app.services.series import hour_weights, hourly_series, slot_values
 from connectors.base import ClusterConnector, ConnectorError, RunStatus, RuntimeState
 
 #: A run still pending on its runtime this long after its planned start is submitted again (idempotent).
@@ -263,23 +263,6 @@ def _figures(run: Run) -> str:
     if run.carbon_kg is not None:
         parts.append(f"{run.carbon_kg:.4g} kg CO2eq")
     return ", ".join(parts)
-
-
-def hour_weights(started: datetime, finished: datetime) -> dict[datetime, float]:
-    """Share of a run's time in each UTC hour it touches [fraction, sums to 1]."""
-    first = started.replace(minute=0, second=0, microsecond=0)
-    total = (finished - started).total_seconds()
-    if total <= 0:
-        return {first: 1.0}
-    out: dict[datetime, float] = {}
-    hour = first
-    while hour < finished:
-        nxt = hour + timedelta(hours=1)
-        overlap = (min(nxt, finished) - max(hour, started)).total_seconds()
-        if overlap > 0:
-            out[hour] = overlap / total
-        hour = nxt
-    return out
 
 
 def cost_and_carbon(
