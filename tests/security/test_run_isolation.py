@@ -248,7 +248,9 @@ def test_a_slurm_job_cannot_read_another_jobs_script(slurm_clusters: dict) -> No
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="any job of a Ray cluster can read every job's runtime_env (Jobs API)")
+# not strict: the leak shows in most runs but not all (once in CI bravo's read did not show alpha's env); the known
+# gap of docs/security.md ("one Ray cluster = one trust domain") until tenants get a cluster each
+@pytest.mark.xfail(strict=False, reason="any job of a Ray cluster can read every job's runtime_env (Jobs API)")
 def test_a_ray_job_cannot_read_another_jobs_env(ray_head) -> None:  # type: ignore[no-untyped-def]
     ray = get_connector("ray", ray_head.connector_config())
     tail = int(time.time() * 1000) % 10**8
