@@ -112,7 +112,9 @@ def page(browser, live_server):  # type: ignore[no-untyped-def]
     pg.on("console", lambda m: errors.append(f"console: {m.text}")
           if m.type == "error" and "Failed to load resource" not in m.text else None)
     pg.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    pg.on("requestfailed", lambda r: errors.append(f"request failed: {r.url} {r.failure}"))
+    # a request the page itself cancels by navigating away (net::ERR_ABORTED) is not a failure
+    pg.on("requestfailed", lambda r: errors.append(f"request failed: {r.url} {r.failure}")
+          if "ERR_ABORTED" not in str(r.failure) else None)
     pg.gs_errors = errors  # type: ignore[attr-defined]
     yield pg
     context.close()
