@@ -48,7 +48,8 @@ def _chunked_plan(session, job: Job, chunks):  # type: ignore[no-untyped-def]
 
 def _finish(session, settings, run_id: int) -> None:  # type: ignore[no-untyped-def]
     dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
-    wait_for(lambda: run_id in dispatch_sync.sync(session, settings, now=utcnow()).succeeded)
+    # a local run starts under a pool user, cleared before and after (slower while other runs hold the pool)
+    wait_for(lambda: run_id in dispatch_sync.sync(session, settings, now=utcnow()).succeeded, timeout_s=60.0)
     session.expire_all()
 
 
