@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, or_, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -24,6 +24,7 @@ from app.enums import PlanRunState
 from app.errors import FieldError, NotFound, ValidationFailed
 from app.models import Plan, PlanRun
 from app.services import replan as replan_service
+from app.services.pages import decode_cursor, encode_cursor
 from optimizer import ObjectiveKind
 
 #: Name of the Celery task that executes a queued run (declared in app.tasks.planning).
@@ -55,6 +56,22 @@ def create(session: Session, settings: Settings, *, trigger: str = "manual", obj
     session.add(run)
     session.flush()
     return run
+
+
+def list_runs(session: Session, *, limit: int, cursor: str | None = None, trigger: str | None = None,
+              state: str | None = None) -> tuple[list[PlanRun], str | None]:
+    """Plan runs newest first (every plan: asked for or scheduled), optionally of one trigger or state; the page
+    and the cursor of the next one (None at the end)."""
+    q = select(PlanRun)
+    if trigger:
+        q = q.where(PlanRun.trigger == trigger)
+    if state:
+        q = q.where(PlanRun.state == PlanRunState(state))
+    if cursor:
+        q = q.where(PlanRun.id < decode_cursor(cursor, kind="r"))
+    runs = list(session.scalars(q.order_by(PlanRun.id.desc()).limit(limit + 1)))
+    nxt = encode_cursor(runs[limit - 1].id, kind="r") if len(runs) > limit else None
+    return runs[:limit], nxt
 
 
 def prune(session: Session, settings: Settings, *, now: datetime) -> int:
