@@ -11,13 +11,13 @@ import logging
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import utcnow
 from app.enums import PlanRunState
-from app.errors import FieldError, NotFound, ValidationFailed
+from app.errors import FieldError, NotFound, ServiceError, ValidationFailed
 from app.models import Simulation
 from app.services.fleet import snapshot
 from app.services.simulation.engine import DAY, compare
@@ -28,6 +28,8 @@ from app.services.simulation.scenario import Scenario, check, parse
 TASK = "gridshift.simulation.run"
 #: The longest period one simulation may replay [days]: a day costs two solves, so a quarter is ~180 solves.
 MAX_DAYS = 92
+#: At most this many simulations queued or running at once (each holds a worker for minutes): 429 beyond.
+MAX_ACTIVE = 2
 #: A running simulation whose worker has not reported for this long may be taken over [s].
 STALE_S = 3600
 log = logging.getLogger(__name__)
@@ -60,7 +62,7 @@ def period(first: Any, last: Any, *, today: date) -> tuple[datetime, int]:
         if days < 1:
             errors.append(FieldError("to", f"{b} lies before from ({a})"))
         elif days > MAX_DAYS:
-            errors.append(FieldError("to", f"the period holds {days} days; at most {MAX_DAYS} per simulation"))
+            errors.append(FieldError("to", f"the period holds {days} days; at most {MAX_DAYS} days per simulation"))
         if b >= today:
             errors.append(FieldError("to", f"the period must be over: the last day may be {today - timedelta(days=1)}"
                                            " at the latest (only realised series are replayed)"))
@@ -102,6 +104,11 @@ def _zones(scenario: Scenario) -> set[str]:
 def create(session: Session, data: dict[str, Any], *, requested_by: str | None, today: date) -> Simulation:
     """Queue a simulation (flushed, not committed) once its request checks."""
     start, days, scenario = checked(session, data, today=today)
+    active = session.scalar(select(func.count()).select_from(Simulation).where(
+        Simulation.state.in_((PlanRunState.QUEUED, PlanRunState.RUNNING))))
+    if (active or 0) >= MAX_ACTIVE:
+        raise ServiceError(f"{active} simulations are queued or running (at most {MAX_ACTIVE}); retry when one is done",
+                           status=429, title="Too many requests", extra={"retry_after_s": 30})
     sim = Simulation(requested_by=requested_by, state=PlanRunState.QUEUED, period_start=start, days=days,
                      days_done=0, scenario=scenario.as_dict(), created_at=utcnow())
     session.add(sim)
