@@ -171,3 +171,13 @@ def test_set_pairs_read_as_the_json_scenario():
     with pytest.raises(ValidationFailed) as err:
         from_pairs(["gpus=8", "region.de"])
     assert [e.field for e in err.value.errors] == ["gpus", "region.de"]
+
+
+def test_a_region_whose_zone_has_no_stored_series_is_named():
+    h = history([job(START + timedelta(hours=1), 2.0, 20.0)])
+    bare = replace(h, price={"DE": h.price["DE"]}, carbon={"DE": h.carbon["DE"]})
+    with pytest.raises(ValidationFailed) as err:
+        replay(bare, SETTINGS, START, 1, params=PARAMS)
+    assert [e.field for e in err.value.errors] == ["regions.fi.zone"]
+    out = replay(bare, SETTINGS, START, 1, params=PARAMS, scenario=parse({"regions": {"fi": {"removed": True}}}))
+    assert out.jobs_run == 1 and {r.region for r in out.runs} == {"de"}

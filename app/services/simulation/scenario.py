@@ -148,6 +148,11 @@ def check(scenario: Scenario, fleet: FleetSnapshot, zones: Collection[str]) -> N
         for hw in c.gpus:
             if hw not in fleet.hardware:
                 errors.append(FieldError(f"{path}.gpus.{hw}", f"unknown hardware type; valid: {valid_hw}"))
+    for code, info in fleet.regions.items():  # a region kept on its own zone needs that zone's series
+        change = scenario.regions.get(code)
+        if (change is None or (not change.removed and change.zone is None)) and info.zone not in zones:
+            errors.append(FieldError(f"regions.{code}.zone", f"no stored series for zone {info.zone!r}: remove the "
+                                                             "region (removed=true) or move it (zone=<zone>)"))
     kept = (set(fleet.regions) | {c for c, ch in scenario.regions.items() if ch.like}) - {
         c for c, ch in scenario.regions.items() if ch.removed}
     if not kept:
