@@ -54,7 +54,8 @@ def past_jobs(live_server: LiveServer, _db_settings: Settings) -> Iterator[None]
     engine.dispose()
 
 
-def test_an_operator_simulates_a_past_period_and_reads_the_comparison(page, live_server: LiveServer, past_jobs):
+def test_an_operator_simulates_a_past_period_and_reads_the_comparison(page, live_server: LiveServer, past_jobs,
+                                                                      _db_settings: Settings):
     sign_in(page, live_server, "ops", "/ui/plan")
     page.click("#simulate summary")
     yesterday = (datetime.now(UTC) - timedelta(days=1)).date()
@@ -70,8 +71,15 @@ def test_an_operator_simulates_a_past_period_and_reads_the_comparison(page, live
     expect(page.locator("#sim-table")).to_be_visible()
     rows = page.locator("#sim-table tbody tr")
     expect(rows).to_have_count(6)
-    jobs_run = page.locator('#sim-table tr[data-key="jobs_run"] td')
-    assert jobs_run.nth(0).inner_text() == "6" and jobs_run.nth(1).inner_text() == "6"
+    engine = make_engine(_db_settings)
+    with Session(engine) as session:  # what GET /api/v1/simulations/<id> answered the page
+        result = session.scalars(select(Simulation).order_by(Simulation.id.desc())).first().result
+    engine.dispose()
+    assert result["current"]["jobs"] == 6 and result["scenario"]["carbon_price_per_tonne"] == 150
+    for key in ("jobs_run", "deadline_misses"):
+        cells = page.locator(f'#sim-table tr[data-key="{key}"] td')
+        assert [cells.nth(i).inner_text() for i in range(3)] == [
+            str(result["current"][key]), str(result["changed"][key]), str(result["difference"][key])]
     expect(page.locator("#sim-chart .main-svg").first).to_be_visible()
     assert page.locator("#sim-chart .legendtext").count() == 4
     assert not page.gs_errors, page.gs_errors  # type: ignore[attr-defined]
