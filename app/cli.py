@@ -10,12 +10,13 @@ from pathlib import Path
 
 import click
 
-from app.commands import forecast, hardware, jobs, keys, plan, policy, report
+from app.commands import forecast, hardware, jobs, keys, plan, policy, report, simulate
 from app.config import Settings
 
 #: Every command (group) of app/commands/, added to ``gridshift`` (tests/app/test_wiring.py checks the list).
 COMMAND_GROUPS: tuple[click.Command, ...] = (
     forecast.command, hardware.command, jobs.command, keys.command, plan.command, policy.command, report.command,
+    simulate.command,
 )
 
 
