@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from optimizer.budgets import budget_prefilter, fit_budgets, fit_gpu_caps, totals_plan
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
+from optimizer.pools import block_slots, constrained_fill, job_pools, plan_pools
 from optimizer.problem import Job, Problem, SolveParams
 from optimizer.residual import merge_plans, residual_problem
 from optimizer.tenancy import Fairness
@@ -60,6 +61,11 @@ MIN_PRIORITY = 4
 EPS = 1e-6
 #: Total shortfall, as a share of the work planned, below which plans compare on work and objective alone.
 SHORT_TOL = 0.005
+#: Share of the time limit kept at the end for the budgets, the shares and the plan's figures (a few max-flows and
+#: sums over the plan).
+RESERVE = 0.04
+#: Shortest limit worth a solve, as a share of the time limit: a solve with less is skipped, not started.
+MIN_SOLVE = 0.05
 
 
 def applies(problem: Problem) -> bool:
@@ -138,7 +144,8 @@ class _Shares:
 
 
 def measure(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str]) -> _Shares:
-    """Shares of ``plan``: demand counts jobs planned or left out for capacity."""
+    """Shares of ``plan``: demand counts jobs planned or left out for capacity; the fair shares are those of the
+    capacity each tenant's jobs may use (``optimizer.pools``)."""
     weights = {t: problem.tenant_policy(t).weight for t in set(tenant.values())}
     demand = dict.fromkeys(weights, 0.0)
     planned = dict.fromkeys(weights, 0.0)
@@ -151,7 +158,8 @@ def measure(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Map
             t = tenant[u.job_id]
             demand[t] += work[u.job_id]
             slack[t] = max(slack[t], work[u.job_id])
-    fair = water_fill(sum(planned.values()), weights, demand)
+    capacity, classes = plan_pools(problem, plan, work, tenant)
+    fair = constrained_fill(weights, classes, capacity)
     return _Shares(demand, planned, fair, slack)
 
 
@@ -175,7 +183,8 @@ def _value_per_penalty(problem: Problem, job: Job, work: float) -> float:
 
 
 def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], plannable: set[str],
-                work: Mapping[str, float], levels: Mapping[str, int], admitted: set[str] | None = None) -> dict[str, int]:
+                work: Mapping[str, float], levels: Mapping[str, int], admitted: set[str] | None = None,
+                fair_at: Mapping[str, float] | None = None, kept: frozenset[str] = frozenset()) -> dict[str, int]:
     """Priorities of the inner problem: per tenant, its jobs best first fill the layers of ``LAYERS`` (a job joins
     the first layer whose share its tenant's work so far plus half of it fits in); a GPU-hour of layer ``k`` is worth
     ``RATIO`` GPU-hours of layer ``k + 1``; a tenant's ``boost`` lifts all of its layers by that many. ``admitted``,
@@ -186,7 +195,16 @@ def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], pla
     for j in problem.jobs:
         if j.job_id in plannable:
             demand[j.tenant] += work[j.job_id]
-    targets = [water_fill(f * capacity, weights, {t: demand.get(t, 0.0) for t in weights}) for f in LAYERS]
+    demand_all = {t: demand.get(t, 0.0) for t in weights}
+    base = dict(fair_at) if fair_at is not None else water_fill(capacity, weights, demand_all)
+    above = {t: max(0.0, demand_all[t] - base.get(t, 0.0)) for t in weights}
+    targets = []
+    for f in LAYERS:  # up to the capacity: the fair shares measured; beyond it, the rest by weight
+        if f <= 1.0:
+            targets.append(water_fill(f * capacity, weights, {t: base.get(t, 0.0) for t in weights}))
+        else:
+            extra = water_fill((f - 1.0) * capacity, weights, above)
+            targets.append({t: base.get(t, 0.0) + extra[t] for t in weights})
     value = {j.job_id: _value_per_penalty(problem, j, work[j.job_id]) for j in problem.jobs}
     known = sorted(v for v in value.values() if v > 0)
     if not known:
@@ -194,7 +212,7 @@ def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], pla
     mid = known[len(known) // 2]
     covered: dict[str, float] = defaultdict(float)
     out: dict[str, int] = {}
-    for j in sorted(problem.jobs, key=lambda j: (-levels[j.job_id], work[j.job_id])):
+    for j in sorted(problem.jobs, key=lambda j: (j.job_id not in kept, -levels[j.job_id], work[j.job_id])):
         t, w = j.tenant, work[j.job_id]
         layer = len(LAYERS)
         if j.job_id in plannable:
@@ -239,89 +257,117 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
     if excluded:
         problem = dataclasses.replace(problem, jobs=tuple(j for j in problem.jobs if j.job_id not in excluded))
     phases: dict[str, float] = {}
+    # the time limit covers every stage: the end is kept for the budgets, the shares and the plan's figures
+    end = t0 + (1.0 - RESERVE) * params.time_limit_s
+    setup = [0.0]  # what one more solve costs whatever its limit (tables and greedy plan) [s], once measured
 
     def left() -> float:
-        return params.time_limit_s - (time.perf_counter() - t0)
+        return end - time.perf_counter()
 
-    def run(priority: Mapping[str, int], drop: set[str], share: float, label: str) -> Plan:
+    def room(share: float) -> float | None:
+        """A solve's limit: ``share`` of the time left less the set-up; None when that leaves too little to solve."""
+        limit = share * left() - setup[0]
+        return limit if limit >= MIN_SOLVE * params.time_limit_s else None
+
+    def solve_on(pb: Problem, limit: float, label: str) -> Plan:
         t = time.perf_counter()
-        limit = max(0.05, share * left())
-        plan = inner(_inner_problem(problem, priority, drop), dataclasses.replace(params, time_limit_s=limit), name=name)
-        phases[label] = round(time.perf_counter() - t, 4)
+        plan = inner(pb, dataclasses.replace(params, time_limit_s=max(0.05, limit)), name=name)
+        phases[label] = round(phases.get(label, 0.0) + time.perf_counter() - t, 4)
         return plan
 
-    def two_pass(priority: Mapping[str, int], admitted: set[str]) -> Plan:
-        """The admitted jobs first, then every other job on what they left."""
+    def two_pass(priority: Mapping[str, int], admitted: set[str], limit: float, blind: Plan) -> Plan | None:
+        """The admitted jobs first, then every other job on what they left (None when no time is left for both)."""
         t = time.perf_counter()
-        first = run(priority, set(work) - admitted, 0.5, "fair_admitted")
+        first = solve_on(_inner_problem(problem, priority, set(work) - admitted), 0.5 * limit, "fair_admitted")
         placed = {a.job_id for a in first.assignments}
+        second_limit = room(0.9)
+        if second_limit is None:
+            return None
         rest = residual_problem(_inner_problem(problem, priority, placed), first, problem)
-        limit = max(0.05, 0.8 * left())
-        second = inner(rest, dataclasses.replace(params, time_limit_s=limit), name=name)
-        phases["fair_rest"] = round(time.perf_counter() - t - phases["fair_admitted"], 4)
+        second = solve_on(rest, second_limit, "fair_rest")
         return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
 
-    def trim_and_fill(blind: Plan, got: _Shares, priority: Mapping[str, int]) -> Plan:
+    def trim_and_fill(blind: Plan, got: _Shares) -> Plan:
         """The blind plan less the jobs of tenants over their fair share (lowest priority first, down to the share),
-        then every job not in it planned on what is left (the others' jobs first, by ``priority``)."""
+        then every job not in it planned on what is left (the others' jobs first, by the layers); the trimmed plan
+        alone when no time is left to fill (a warm start: the blind plan's packing is kept)."""
         t = time.perf_counter()
-        first = _trim(blind, got, work, tenant, levels)
-        kept = {a.job_id for a in first.assignments}
-        rest = residual_problem(_inner_problem(problem, priority, kept), first, problem)
-        second = inner(rest, dataclasses.replace(params, time_limit_s=max(0.05, 0.6 * left())), name=name)
-        phases["trim_fill"] = round(time.perf_counter() - t, 4)
+        first = _trim(problem, blind, got, work, tenant, levels)
+        limit = room(0.6)
+        if limit is None:
+            return first
+        kept = frozenset(a.job_id for a in first.assignments)
+        # the layers counted from the jobs kept: a tenant's kept work covers its first layers
+        priority = _priorities(problem, capacity, boost, plannable, work, levels, fair_at=fair_at, kept=kept)
+        rest = residual_problem(_inner_problem(problem, priority, set(kept)), first, problem)
+        second = solve_on(rest, limit, "trim_fill")
         return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
 
     fair_on = problem.fairness.enabled
     as_given = {j.job_id: j.priority for j in problem.jobs}
     boost: dict[str, int] = defaultdict(int)
     plannable: set[str] = set()
-    capacity = setup = 0.0
+    capacity = 0.0
+    fair_at: dict[str, float] | None = None
     if not fair_on:
-        candidates = [run(as_given, set(), 0.8, "plan")]
+        candidates = [solve_on(_inner_problem(problem, as_given, set()), 0.8 * left(), "plan")]
     else:
         # the most work the fleet can place, every GPU-hour alike; where it is fair already, it is the plan
         blind_priority = _priorities(problem, 0.0, {}, set(), work, levels)
-        blind = run(blind_priority, set(), problem.fairness.blind_share, "blind")
+        blind_pb = _inner_problem(problem, blind_priority, set())
+        blind = solve_on(blind_pb, problem.fairness.blind_share * left(), "blind")
         candidates = [blind]
-        # what one more solve costs whatever its limit (tables and greedy plan), so none starts that cannot finish
-        setup = sum(v for k, v in blind.stats.phases.items() if k in ("tables", "greedy"))
+        setup[0] = sum(v for k, v in blind.stats.phases.items() if k in ("tables", "greedy"))
         plannable = {a.job_id for a in blind.assignments} | {
             u.job_id for u in blind.unplanned if u.reason is UnplannedReason.CAPACITY
         }
         got = measure(problem, blind, work, tenant)
         capacity = sum(got.planned.values())
+        fair_at = dict(got.fair)
         fair_already = blind_fair = got.exact_short <= SHORT_TOL * capacity
         if not fair_already:
             # the blind plan's packing kept, its margin shared: over-share tenants' last jobs make room for the others
-            candidates.append(trim_and_fill(blind, got, _priorities(problem, capacity, boost, plannable, work, levels)))
-            fair_already = measure(problem, candidates[-1], work, tenant).exact_short <= SHORT_TOL * capacity
+            candidates.append(trim_and_fill(blind, got))
+            got = measure(problem, candidates[-1], work, tenant)
+            fair_already = got.exact_short <= SHORT_TOL * capacity
+            if not fair_already:  # a second trim of the filled plan: the fill may have given the flood back its room
+                candidates.append(trim_and_fill(candidates[-1], got))
+                fair_already = measure(problem, candidates[-1], work, tenant).exact_short <= SHORT_TOL * capacity
         for rnd in range(0 if fair_already else 3):
-            if rnd and left() < max(2.0 * setup, 0.15 * params.time_limit_s):
-                break  # the first layered plan is always made: an unfair plan is not an answer
+            limit = room(0.7)
+            if limit is None:
+                break
             admitted: set[str] = set()
-            layered = _priorities(problem, capacity, boost, plannable, work, levels, admitted)
+            layered = _priorities(problem, capacity, boost, plannable, work, levels, admitted, fair_at)
             if rnd == 0:
-                candidates.append(two_pass(layered, admitted))
-                continue
-            candidates.append(run(layered, set(), 0.7, f"fair_{rnd}"))
+                plan = two_pass(layered, admitted, limit, blind)
+                if plan is None:
+                    break
+                candidates.append(plan)
+            else:
+                candidates.append(solve_on(_inner_problem(problem, layered, set()), limit, f"fair_{rnd}"))
             got = measure(problem, candidates[-1], work, tenant)
             if got.exact_short <= SHORT_TOL * sum(got.planned.values()):
                 break
             for t in got.fair:  # a tenant still short: its layers one step up
                 if got.fair[t] - got.planned[t] > EPS:
                     boost[t] += 1
-        if blind_fair and left() > max(3.0 * setup, 0.3 * params.time_limit_s):
-            candidates.append(run(blind_priority, set(), 0.8, "blind_again"))
+        again = room(0.8) if blind_fair else None
+        if again is not None:
+            candidates.append(solve_on(blind_pb, again, "blind_again"))
     most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
     best = min(candidates, key=lambda p: _rank(problem, p, work, tenant, most))
     final, budget_out = _fit(problem, best, levels)
-    if budget_out and left() > max(2.0 * setup, 0.25 * params.time_limit_s):
+    limit = room(0.9) if budget_out else None
+    if limit is not None:
         # re-plan without the jobs the budgets do not cover: their capacity goes to the others
         dropped = {u.job_id for u in budget_out}
-        again = run(_priorities(problem, capacity, boost, plannable - dropped, work, levels) if fair_on else as_given,
-                    dropped, 0.8, "budget_replan")
-        again_fit, again_out = _fit(problem, again, levels, already=budget_out)
+        priority = (
+            _priorities(problem, capacity, boost, plannable - dropped, work, levels, fair_at=fair_at)
+            if fair_on else as_given
+        )
+        again_plan = solve_on(_inner_problem(problem, priority, dropped), limit, "budget_replan")
+        again_fit, again_out = _fit(problem, again_plan, levels, already=budget_out)
         most = max(most, sum(work[a.job_id] for a in again_fit.assignments))
         if _rank(problem, again_fit, work, tenant, most) <= _rank(problem, final, work, tenant, most):
             final, budget_out = again_fit, again_out
@@ -329,18 +375,35 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
     return _finish(full, final, [*over_budget, *budget_out], shares, name, phases, time.perf_counter() - t0)
 
 
-def _trim(blind: Plan, got: _Shares, work: Mapping[str, float], tenant: Mapping[str, str],
+def _trim(problem: Problem, blind: Plan, got: _Shares, work: Mapping[str, float], tenant: Mapping[str, str],
           levels: Mapping[str, int]) -> Plan:
-    """``blind`` less the last jobs (lowest priority in the tenant, biggest first) of every tenant over its fair share,
-    down to that share; its totals are left as they were (the plan only says what capacity stays taken)."""
+    """``blind`` less the last jobs of every tenant over its fair share, down to that share: first those placed where
+    a tenant below its share has jobs left out (the room they can use), then by the tenant's own priority, lowest
+    first, biggest first. The jobs taken out are left out for capacity."""
     planned = dict(got.planned)
+    short = {t for t in got.fair if got.fair[t] - planned[t] > EPS}
+    block = block_slots(problem)
+    jobs = {j.job_id: j for j in problem.jobs}
+    wanted: set[tuple[str, str]] = set()
+    for u in blind.unplanned:
+        if u.reason is UnplannedReason.CAPACITY and tenant.get(u.job_id) in short and u.job_id in jobs:
+            wanted.update((r, hw) for r, hw, _ in job_pools(problem, jobs[u.job_id], block))
     removed: set[str] = set()
-    for a in sorted(blind.assignments, key=lambda a: (levels[a.job_id], -work[a.job_id])):
+    order = sorted(
+        blind.assignments, key=lambda a: ((a.region, a.hardware) not in wanted, levels[a.job_id], -work[a.job_id])
+    )
+    for a in order:
         tn = tenant[a.job_id]
-        if planned[tn] - work[a.job_id] >= got.fair[tn] - EPS:
+        if tn not in short and planned[tn] - work[a.job_id] >= got.fair[tn] - EPS:
             planned[tn] -= work[a.job_id]
             removed.add(a.job_id)
-    return dataclasses.replace(blind, assignments=tuple(a for a in blind.assignments if a.job_id not in removed))
+    kept = tuple(a for a in blind.assignments if a.job_id not in removed)
+    cost, carbon, energy, objective = totals_plan(problem, kept)
+    out = tuple(Unplanned(j, UnplannedReason.CAPACITY, "taken out for the other tenants' fair shares") for j in sorted(removed))
+    return dataclasses.replace(
+        blind, assignments=kept, unplanned=(*blind.unplanned, *out), cost=cost, carbon_kg=carbon, energy_kwh=energy,
+        objective=objective, status=PlanStatus.FEASIBLE, best_bound=None, gap_pct=None, penalised_bound=None,
+    )
 
 
 def _fit(

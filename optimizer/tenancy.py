@@ -72,11 +72,17 @@ class Fairness:
     blind_share : float
         Share of the time limit given to the tenant-blind plan that measures the capacity to share (and is the plan
         when it is fair already) [-].
+    pool_hours : float or None
+        Length of the time blocks over which capacity is shared (``optimizer.pools``): a job may use a block its
+        window overlaps [h]; None: the whole horizon is one block (capacity is still split by region and hardware).
     """
 
     enabled: bool = True
     blind_share: float = 0.3
+    pool_hours: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.blind_share < 1.0:
             raise ValueError(f"Fairness.blind_share must be in (0, 1), got {self.blind_share}")
+        if self.pool_hours is not None and not (math.isfinite(self.pool_hours) and self.pool_hours > 0):
+            raise ValueError(f"Fairness.pool_hours must be a positive number of hours or None, got {self.pool_hours}")
