@@ -64,6 +64,8 @@ SHORT_TOL = 0.005
 #: Share of the time limit kept at the end for the budgets, the shares and the plan's figures (a few max-flows and
 #: sums over the plan).
 RESERVE = 0.04
+#: Rounds of trim and fill on the best plan with the time left (each keeps its packing and adds what fits).
+POLISH_ROUNDS = 3
 #: Shortest limit worth a solve, as a share of the time limit: a solve with less is skipped, not started.
 MIN_SOLVE = 0.05
 
@@ -261,12 +263,25 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
     end = t0 + (1.0 - RESERVE) * params.time_limit_s
     setup = [0.0]  # what one more solve costs whatever its limit (tables and greedy plan) [s], once measured
 
+    memo: dict[int, tuple[Plan, _Shares]] = {}
+
+    def shares_of(plan: Plan) -> _Shares:
+        """``measure`` of ``plan``, once per plan (a few max-flows each)."""
+        if id(plan) not in memo:
+            memo[id(plan)] = (plan, measure(problem, plan, work, tenant))
+        return memo[id(plan)][1]
+
+    def rank(plan: Plan, most: float) -> tuple:
+        return _rank(plan, shares_of(plan), most)
+
     def left() -> float:
         return end - time.perf_counter()
 
-    def room(share: float) -> float | None:
-        """A solve's limit: ``share`` of the time left less the set-up; None when that leaves too little to solve."""
-        limit = share * left() - setup[0]
+    def room(share: float, n_jobs: int | None = None) -> float | None:
+        """A solve's limit: ``share`` of the time left less the set-up (in proportion to its ``n_jobs``, all when
+        None); None when that leaves too little to solve."""
+        scale = 1.0 if n_jobs is None else n_jobs / max(1, len(problem.jobs))
+        limit = share * left() - setup[0] * scale
         return limit if limit >= MIN_SOLVE * params.time_limit_s else None
 
     def solve_on(pb: Problem, limit: float, label: str) -> Plan:
@@ -293,7 +308,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         alone when no time is left to fill (a warm start: the blind plan's packing is kept)."""
         t = time.perf_counter()
         first = _trim(problem, blind, got, work, tenant, levels)
-        limit = room(0.6)
+        limit = room(0.6, len(problem.jobs) - len(first.assignments))
         if limit is None:
             return first
         kept = frozenset(a.job_id for a in first.assignments)
@@ -321,18 +336,18 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         plannable = {a.job_id for a in blind.assignments} | {
             u.job_id for u in blind.unplanned if u.reason is UnplannedReason.CAPACITY
         }
-        got = measure(problem, blind, work, tenant)
+        got = shares_of(blind)
         capacity = sum(got.planned.values())
         fair_at = dict(got.fair)
         fair_already = blind_fair = got.exact_short <= SHORT_TOL * capacity
         if not fair_already:
             # the blind plan's packing kept, its margin shared: over-share tenants' last jobs make room for the others
             candidates.append(trim_and_fill(blind, got))
-            got = measure(problem, candidates[-1], work, tenant)
+            got = shares_of(candidates[-1])
             fair_already = got.exact_short <= SHORT_TOL * capacity
             if not fair_already:  # a second trim of the filled plan: the fill may have given the flood back its room
                 candidates.append(trim_and_fill(candidates[-1], got))
-                fair_already = measure(problem, candidates[-1], work, tenant).exact_short <= SHORT_TOL * capacity
+                fair_already = shares_of(candidates[-1]).exact_short <= SHORT_TOL * capacity
         for rnd in range(0 if fair_already else 3):
             limit = room(0.7)
             if limit is None:
@@ -346,7 +361,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
                 candidates.append(plan)
             else:
                 candidates.append(solve_on(_inner_problem(problem, layered, set()), limit, f"fair_{rnd}"))
-            got = measure(problem, candidates[-1], work, tenant)
+            got = shares_of(candidates[-1])
             if got.exact_short <= SHORT_TOL * sum(got.planned.values()):
                 break
             for t in got.fair:  # a tenant still short: its layers one step up
@@ -355,8 +370,15 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         again = room(0.8) if blind_fair else None
         if again is not None:
             candidates.append(solve_on(blind_pb, again, "blind_again"))
+        for _ in range(POLISH_ROUNDS):
+            # the time left goes to the best plan so far: trimmed where unfair, then filled on what it leaves
+            if room(0.6, len(problem.jobs) // 4) is None:
+                break
+            most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
+            best = min(candidates, key=lambda p: rank(p, most))
+            candidates.append(trim_and_fill(best, shares_of(best)))
     most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
-    best = min(candidates, key=lambda p: _rank(problem, p, work, tenant, most))
+    best = min(candidates, key=lambda p: rank(p, most))
     final, budget_out = _fit(problem, best, levels)
     limit = room(0.9) if budget_out else None
     if limit is not None:
@@ -369,9 +391,9 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         again_plan = solve_on(_inner_problem(problem, priority, dropped), limit, "budget_replan")
         again_fit, again_out = _fit(problem, again_plan, levels, already=budget_out)
         most = max(most, sum(work[a.job_id] for a in again_fit.assignments))
-        if _rank(problem, again_fit, work, tenant, most) <= _rank(problem, final, work, tenant, most):
+        if rank(again_fit, most) <= rank(final, most):
             final, budget_out = again_fit, again_out
-    shares = measure(problem, final, work, tenant)
+    shares = shares_of(final)
     return _finish(full, final, [*over_budget, *budget_out], shares, name, phases, time.perf_counter() - t0)
 
 
@@ -415,13 +437,12 @@ def _fit(
     return fitted, budget_out
 
 
-def _rank(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str], most: float) -> tuple:
+def _rank(plan: Plan, shares: _Shares, most: float) -> tuple:
     """Order of plans: least loss, then lowest objective. The loss counts every GPU-hour a tenant lacks of its fair
-    share (beyond one job, shortfalls under 0.5 % of the work as none) and every GPU-hour planned less than ``most``,
-    the most any plan places: fairness is bought by moving work between tenants, not by planning less of it."""
+    share (``shares``; shortfalls under 0.5 % of the work as none) and every GPU-hour planned less than ``most``, the
+    most any plan places: fairness is bought by moving work between tenants, not by planning less of it."""
     if plan.status is PlanStatus.NO_SOLUTION:
         return (float("inf"),)
-    shares = measure(problem, plan, work, tenant)
     planned = sum(shares.planned.values())
     short = shares.exact_short if shares.exact_short > SHORT_TOL * planned else 0.0
     return (round(short + max(0.0, most - planned), 6), plan.objective)

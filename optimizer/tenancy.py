@@ -78,7 +78,7 @@ class Fairness:
     """
 
     enabled: bool = True
-    blind_share: float = 0.3
+    blind_share: float = 0.5
     pool_hours: float | None = None
 
     def __post_init__(self) -> None:
