@@ -42,6 +42,7 @@ from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedRea
 from optimizer.pools import block_slots, constrained_fill, job_pools, plan_pools
 from optimizer.problem import Job, Problem, SolveParams
 from optimizer.residual import merge_plans, residual_problem
+from optimizer.room import make_room
 from optimizer.tenancy import Fairness
 
 Inner = Callable[..., Plan]
@@ -64,6 +65,8 @@ SHORT_TOL = 0.005
 #: Share of the time limit kept at the end for the budgets, the shares and the plan's figures (a few max-flows and
 #: sums over the plan).
 RESERVE = 0.04
+#: Share of the time left that the search for room (``optimizer.room``) may take.
+ROOM_SHARE = 0.15
 #: Rounds of trim and fill on the best plan with the time left (each keeps its packing and adds what fits).
 POLISH_ROUNDS = 3
 #: Shortest limit worth a solve, as a share of the time limit: a solve with less is skipped, not started.
@@ -307,7 +310,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         then every job not in it planned on what is left (the others' jobs first, by the layers); the trimmed plan
         alone when no time is left to fill (a warm start: the blind plan's packing is kept)."""
         t = time.perf_counter()
-        first = _trim(problem, blind, got, work, tenant, levels)
+        first = _trim(problem, blind, got, work, tenant, levels, until=time.perf_counter() + ROOM_SHARE * max(0.0, left()))
         limit = room(0.6, len(problem.jobs) - len(first.assignments))
         if limit is None:
             return first
@@ -398,25 +401,30 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
 
 
 def _trim(problem: Problem, blind: Plan, got: _Shares, work: Mapping[str, float], tenant: Mapping[str, str],
-          levels: Mapping[str, int]) -> Plan:
-    """``blind`` less the last jobs of every tenant over its fair share, down to that share: first those placed where
-    a tenant below its share has jobs left out (the room they can use), then by the tenant's own priority, lowest
-    first, biggest first. The jobs taken out are left out for capacity."""
+          levels: Mapping[str, int], until: float) -> Plan:
+    """``blind`` less jobs of every tenant over its fair share, down to that share: first those whose place makes
+    room for a short tenant's job left out (``optimizer.room.make_room``, searched until ``until``), then those placed
+    where a short tenant has jobs left out, then by the tenant's own priority, lowest first, biggest first. The jobs
+    taken out are left out for capacity."""
     planned = dict(got.planned)
     short = {t for t in got.fair if got.fair[t] - planned[t] > EPS}
+    # first the jobs whose place lets a short tenant's job in (``optimizer.room``), then the rest down to the share
+    removed = make_room(problem, blind, got.fair, planned, work, tenant, levels, until=until)
+    for a in blind.assignments:
+        if a.job_id in removed:
+            planned[tenant[a.job_id]] -= work[a.job_id]
     block = block_slots(problem)
     jobs = {j.job_id: j for j in problem.jobs}
     wanted: set[tuple[str, str]] = set()
     for u in blind.unplanned:
         if u.reason is UnplannedReason.CAPACITY and tenant.get(u.job_id) in short and u.job_id in jobs:
             wanted.update((r, hw) for r, hw, _ in job_pools(problem, jobs[u.job_id], block))
-    removed: set[str] = set()
     order = sorted(
         blind.assignments, key=lambda a: ((a.region, a.hardware) not in wanted, levels[a.job_id], -work[a.job_id])
     )
     for a in order:
         tn = tenant[a.job_id]
-        if tn not in short and planned[tn] - work[a.job_id] >= got.fair[tn] - EPS:
+        if a.job_id not in removed and tn not in short and planned[tn] - work[a.job_id] >= got.fair[tn] - EPS:
             planned[tn] -= work[a.job_id]
             removed.add(a.job_id)
     kept = tuple(a for a in blind.assignments if a.job_id not in removed)
