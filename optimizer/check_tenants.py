@@ -152,6 +152,7 @@ def check_tenants(problem: Problem, plan: Plan, bad: list[str], tol: float) -> t
     spend = {t: {"cost": 0.0, "energy_kwh": 0.0, "carbon_kg": 0.0, "gpu_hours": 0.0} for t in names}
     gpus_of = {j.job_id: j.gpus for j in problem.jobs}
     at_once: dict[tuple[str, str, int], int] = {}
+    window_use: dict[tuple[str, int, int], dict[str, float]] = {}
     for a in plan.assignments:
         t = tenant_of.get(a.job_id)
         if t is None:
@@ -185,6 +186,29 @@ def check_tenants(problem: Problem, plan: Plan, bad: list[str], tol: float) -> t
         ):
             if limit is not None and spend[t][metric] > limit * (1 + tol) + tol:
                 bad.append(f"tenant {t!r}: plan {metric} {spend[t][metric]:.4f} exceeds its remaining budget {limit}")
+    # windows: GPU-hours inside the window; any other metric whole for every run that touches it
+    for a in plan.assignments:
+        t = tenant_of.get(a.job_id)
+        if t is None:
+            continue
+        for win in problem.tenant_policy(t).windows:
+            inside = sum(max(0, min(c.end_slot, win.end_slot) - max(c.start_slot, win.start_slot)) for c in a.chunks)
+            touches = any(c.start_slot < win.end_slot and c.end_slot > win.start_slot for c in a.chunks)
+            key_w = (t, win.start_slot, win.end_slot)
+            acc = window_use.setdefault(key_w, {"cost": 0.0, "energy_kwh": 0.0, "carbon_kg": 0.0, "gpu_hours": 0.0})
+            acc["gpu_hours"] += gpus_of[a.job_id] * inside * problem.slot_minutes / 60.0
+            if touches:
+                acc["cost"] += a.cost
+                acc["energy_kwh"] += a.energy_kwh
+                acc["carbon_kg"] += a.carbon_kg
+    for t in names:
+        for win in problem.tenant_policy(t).windows:
+            got = window_use.get((t, win.start_slot, win.end_slot))
+            for metric, limit in (("cost", win.cost), ("energy_kwh", win.energy_kwh), ("carbon_kg", win.carbon_kg),
+                                  ("gpu_hours", win.gpu_hours)):
+                if got is not None and limit is not None and got[metric] > limit * (1 + tol) + tol:
+                    bad.append(f"tenant {t!r}: plan {metric} {got[metric]:.4f} in slots {win.start_slot}-{win.end_slot} "
+                               f"exceeds its remaining budget {limit}")
     for (t, hw, k), n in sorted(at_once.items()):
         cap = problem.tenant_policy(t).max_gpus.get(hw)
         if cap is not None and n > cap:

@@ -75,7 +75,7 @@ MIN_SOLVE = 0.05
 
 def applies(problem: Problem) -> bool:
     """Whether ``problem`` needs the tenant stage: fairness on and jobs of two tenants or more, or a budget set."""
-    if any(t.budgets() or t.max_gpus for t in problem.tenants):
+    if any(t.budgets() or t.max_gpus or t.windows for t in problem.tenants):
         return True
     return problem.fairness.enabled and len({j.tenant for j in problem.jobs}) > 1
 
