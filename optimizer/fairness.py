@@ -317,6 +317,17 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         kept = frozenset(a.job_id for a in first.assignments)
         # the layers counted from the jobs kept: a tenant's kept work covers its first layers
         priority = _priorities(problem, capacity, boost, plannable, work, levels, fair_at=fair_at, kept=kept)
+        short = {tn for tn in got.fair if got.fair[tn] - got.planned[tn] > EPS}
+        waiting = {j.job_id for j in problem.jobs if j.tenant in short and j.job_id not in kept}
+        first_limit = room(0.3, len(waiting)) if waiting else None
+        if first_limit is not None:
+            # the short tenants' jobs alone first: the room made for them cannot go to the others' jobs
+            alone = residual_problem(_inner_problem(problem, priority, set(work) - waiting), first, problem)
+            first = merge_plans(problem, first, solve_on(alone, first_limit, "fill_short"), blind, wall_s=0.0)
+            kept = frozenset(a.job_id for a in first.assignments)
+            limit = room(0.6, len(problem.jobs) - len(kept))
+            if limit is None:
+                return _left_out_rest(first, set(work) - kept)
         rest = residual_problem(_inner_problem(problem, priority, set(kept)), first, problem)
         second = solve_on(rest, limit, "trim_fill")
         return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
@@ -434,6 +445,13 @@ def _trim(problem: Problem, blind: Plan, got: _Shares, work: Mapping[str, float]
         blind, assignments=kept, unplanned=(*blind.unplanned, *out), cost=cost, carbon_kg=carbon, energy_kwh=energy,
         objective=objective, status=PlanStatus.FEASIBLE, best_bound=None, gap_pct=None, penalised_bound=None,
     )
+
+
+def _left_out_rest(plan: Plan, jobs: set[str]) -> Plan:
+    """``plan`` with every job of ``jobs`` it does not mention left out for capacity."""
+    named = {u.job_id for u in plan.unplanned} | {a.job_id for a in plan.assignments}
+    more = tuple(Unplanned(j, UnplannedReason.CAPACITY, "no room left beside the other jobs") for j in sorted(jobs - named))
+    return dataclasses.replace(plan, unplanned=(*plan.unplanned, *more))
 
 
 def _fit(
