@@ -4,10 +4,12 @@ Like ``optimizer.check`` it shares no code with the planner (``optimizer.fairnes
 work of a job, the water-filling and the budget sums are written again here as plain loops, so that a bug there
 cannot hide itself.
 
-The floor: with ``W`` the work the plan places [GPU-h] (a job's work is its GPUs times its shortest run time over the
-hardware it may use), tenant ``t``'s fair share is ``min(demand_t, lam * weight_t)`` with the water level ``lam``
-making the shares add up to ``W``; demand counts the tenant's jobs planned or left out for capacity. A tenant
-*falls short* when it plans less than its fair share minus the biggest of its own jobs left out for capacity.
+The floor: a job's work is its GPUs times its shortest run time over the hardware it may use [GPU-h]; the work a
+plan places is split into pools (region, hardware type, time block of ``Fairness.pool_hours``), and each tenant's
+demand (its jobs planned, left out for capacity or not reached by the solver) may use only the pools its jobs could
+run in. Tenant ``t``'s fair share is its share in the weighted max-min fair allocation of the pools, computed here by
+linear programs (the planner uses max-flows). A tenant *falls short* when it plans less than its fair share minus
+the biggest of its own jobs left out.
 A shortfall is not always the planner's fault (a tenant's own residency, hardware or deadlines may keep its jobs
 out of the capacity the others use), so it is listed in ``CheckReport.unfair`` and becomes a violation only under
 ``check_plan(strict_fairness=True)``; a budget overrun is always a violation.
@@ -34,7 +36,7 @@ class TenantShare:
     weight : float
         Its weight [-].
     requested_gpu_h, planned_gpu_h, fair_gpu_h : float
-        Work asked for (planned or left out for capacity), planned, and its fair share of what the plan places [GPU-h].
+        Work asked for (planned, left out for capacity or not reached), planned, and its fair share of what the plan places [GPU-h].
     cost, energy_kwh, carbon_kg : float
         What its planned jobs spend [problem currency], [kWh], [kgCO2eq].
     short_gpu_h : float
@@ -172,7 +174,7 @@ def check_tenants(problem: Problem, plan: Plan, bad: list[str], tol: float) -> t
         spend[t]["carbon_kg"] += a.carbon_kg
     for u in plan.unplanned:
         t = tenant_of.get(u.job_id)
-        if t is not None and u.reason is UnplannedReason.CAPACITY:
+        if t is not None and u.reason in (UnplannedReason.CAPACITY, UnplannedReason.NOT_SOLVED):
             w = work[u.job_id]
             demand[t] += w
             slack[t] = max(slack[t], w)
@@ -233,7 +235,7 @@ def check_tenants(problem: Problem, plan: Plan, bad: list[str], tol: float) -> t
                 own.add(p)
         asks.append((tenant_of[a.job_id], _usable(problem, jobs[a.job_id], block) | own, work[a.job_id]))
     for u in plan.unplanned:
-        if u.job_id in jobs and u.reason is UnplannedReason.CAPACITY:
+        if u.job_id in jobs and u.reason in (UnplannedReason.CAPACITY, UnplannedReason.NOT_SOLVED):
             asks.append((tenant_of[u.job_id], _usable(problem, jobs[u.job_id], block), work[u.job_id]))
     fair = _fair(weights, asks, capacity) if len(names) > 1 else dict(planned)
     shares, unfair = [], []

@@ -2,9 +2,11 @@
 
 Definition (``docs/fairness.md`` says why this one). A job's *work* is its GPU-hours on the fastest hardware type
 it may use (``gpus * min duration * slot hours``), so it does not depend on where the plan puts it. A tenant's
-*demand* is the work of its jobs that could run at all (planned, or left out for capacity). When a plan places
-``W`` GPU-hours of work, the *fair share* of tenant ``t`` is its weighted max-min share of ``W``: the water level
-``lam`` with ``sum_t min(demand_t, lam * weight_t) = W``, and ``fair_t = min(demand_t, lam * weight_t)``. A tenant
+*demand* is the work of its jobs that could run at all (planned, or left out for capacity or not reached by the
+solver); the fair shares are over the pools each tenant may use (``optimizer.pools``). When a plan places
+``W`` GPU-hours of work, the *fair share* of tenant ``t`` is its weighted max-min share of ``W``, each tenant drawing
+only on the pools (region, hardware, time block) its jobs may use; over one pool, the water level ``lam`` with
+``sum_t min(demand_t, lam * weight_t) = W``, and ``fair_t = min(demand_t, lam * weight_t)``. A tenant
 asking less than its weighted share gets all it asks; the rest is shared among the others by weight. A plan is
 fair when every tenant plans at least its fair share less one of its own jobs left out (jobs are indivisible).
 
@@ -13,8 +15,9 @@ How the planner gets there, as a stage around the pipeline (``solve_fair``, call
 1. **Capacity.** A tenant-blind plan in which every GPU-hour is worth the same (``Fairness.blind_share`` of the
    time) measures how much work the fleet holds, ``C``. When that plan is already fair (every tenant within one
    job of its share), it is the plan (re-solved with the time left, the better one kept).
-2. **Trim and fill.** Otherwise the blind plan loses the last jobs (by the tenant's own priority) of every tenant
-   over its fair share, down to the share, and every job not in it is planned on what is left (the layered
+2. **Trim and fill.** Otherwise the blind plan loses, first, the over-share tenants' jobs whose place lets a short
+   tenant's job in (``optimizer.room``), then the last jobs (by the tenant's own priority) of every tenant over its
+   fair share, down to the share; the short tenants' jobs are planned alone on what is left, then the rest, and every job not in it is planned on what is left (the layered
    priorities below put the short tenants' jobs first): the blind plan's packing is kept, its margin shared.
 3. **Layers.** Then each tenant's jobs, in its own priority order (``priority`` never compares across tenants),
    fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
@@ -39,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from optimizer.budgets import budget_prefilter, fit_budgets, fit_gpu_caps, totals_plan
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
-from optimizer.pools import block_slots, constrained_fill, job_pools, plan_pools
+from optimizer.pools import WANTED, block_slots, constrained_fill, job_pools, plan_pools
 from optimizer.problem import Job, Problem, SolveParams
 from optimizer.residual import merge_plans, residual_problem
 from optimizer.room import make_room
@@ -149,7 +152,7 @@ class _Shares:
 
 
 def measure(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str]) -> _Shares:
-    """Shares of ``plan``: demand counts jobs planned or left out for capacity; the fair shares are those of the
+    """Shares of ``plan``: demand counts jobs planned, left out for capacity or not reached; the fair shares are those of the
     capacity each tenant's jobs may use (``optimizer.pools``)."""
     weights = {t: problem.tenant_policy(t).weight for t in set(tenant.values())}
     demand = dict.fromkeys(weights, 0.0)
@@ -159,7 +162,7 @@ def measure(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Map
         demand[tenant[a.job_id]] += work[a.job_id]
         planned[tenant[a.job_id]] += work[a.job_id]
     for u in plan.unplanned:
-        if u.reason is UnplannedReason.CAPACITY:
+        if u.reason in WANTED:
             t = tenant[u.job_id]
             demand[t] += work[u.job_id]
             slack[t] = max(slack[t], work[u.job_id])
@@ -348,7 +351,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         candidates = [blind]
         setup[0] = sum(v for k, v in blind.stats.phases.items() if k in ("tables", "greedy"))
         plannable = {a.job_id for a in blind.assignments} | {
-            u.job_id for u in blind.unplanned if u.reason is UnplannedReason.CAPACITY
+            u.job_id for u in blind.unplanned if u.reason in WANTED
         }
         got = shares_of(blind)
         capacity = sum(got.planned.values())
@@ -428,7 +431,7 @@ def _trim(problem: Problem, blind: Plan, got: _Shares, work: Mapping[str, float]
     jobs = {j.job_id: j for j in problem.jobs}
     wanted: set[tuple[str, str]] = set()
     for u in blind.unplanned:
-        if u.reason is UnplannedReason.CAPACITY and tenant.get(u.job_id) in short and u.job_id in jobs:
+        if u.reason in WANTED and tenant.get(u.job_id) in short and u.job_id in jobs:
             wanted.update((r, hw) for r, hw, _ in job_pools(problem, jobs[u.job_id], block))
     order = sorted(
         blind.assignments, key=lambda a: ((a.region, a.hardware) not in wanted, levels[a.job_id], -work[a.job_id])

@@ -27,6 +27,9 @@ from ortools.graph.python import max_flow
 from optimizer.plan import Plan, UnplannedReason
 from optimizer.problem import Job, Problem
 
+#: Jobs left out for these reasons still count in their tenant's demand: no room beside the others, or the solver
+#: stopped before it reached them.
+WANTED = frozenset({UnplannedReason.CAPACITY, UnplannedReason.NOT_SOLVED})
 #: A pool of capacity: ``(region, hardware type, time block)``.
 Pool = tuple[str, str, int]
 #: Integer units of the max-flow per GPU-hour (the flow works in integers).
@@ -86,7 +89,7 @@ def plan_pools(
             capacity[(a.region, a.hardware, b)] += work[a.job_id] * n / total
         classes[(tenant[a.job_id], job_pools(problem, job, block) | placed)] += work[a.job_id]
     for u in plan.unplanned:
-        if u.reason is UnplannedReason.CAPACITY and u.job_id in jobs:
+        if u.reason in WANTED and u.job_id in jobs:
             classes[(tenant[u.job_id], job_pools(problem, jobs[u.job_id], block))] += work[u.job_id]
     return dict(capacity), dict(classes)
 

@@ -16,7 +16,8 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 
-from optimizer.plan import Assignment, Plan, UnplannedReason
+from optimizer.plan import Assignment, Plan
+from optimizer.pools import WANTED
 from optimizer.problem import Job, Problem
 
 #: Starts tried per window and option: every ``duration / STARTS``-th slot (at least every slot for short jobs).
@@ -78,7 +79,7 @@ def make_room(
     waiting = [
         jobs[u.job_id]
         for u in plan.unplanned
-        if u.reason is UnplannedReason.CAPACITY and u.job_id in jobs and tenant[u.job_id] in short
+        if u.reason in WANTED and u.job_id in jobs and tenant[u.job_id] in short
     ]
     waiting.sort(key=lambda j: (-(fair[j.tenant] - now[j.tenant]), -levels[j.job_id], work[j.job_id]))
     for job in waiting:

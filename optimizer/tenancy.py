@@ -120,7 +120,7 @@ class Fairness:
     """
 
     enabled: bool = True
-    blind_share: float = 0.65
+    blind_share: float = 0.4
     pool_hours: float | None = None
 
     def __post_init__(self) -> None:
