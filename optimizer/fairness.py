@@ -17,8 +17,8 @@ How the planner gets there, as a stage around the pipeline (``solve_fair``, call
    job of its share), it is the plan (re-solved with the time left, the better one kept).
 2. **Trim and fill.** Otherwise the blind plan loses, first, the over-share tenants' jobs whose place lets a short
    tenant's job in (``optimizer.room``), then the last jobs (by the tenant's own priority) of every tenant over its
-   fair share, down to the share; the short tenants' jobs are planned alone on what is left, then the rest, and every job not in it is planned on what is left (the layered
-   priorities below put the short tenants' jobs first): the blind plan's packing is kept, its margin shared.
+   fair share, down to the share; the short tenants' jobs are planned alone on what is left, then every other job
+   (the layered priorities below): the blind plan's packing is kept, its margin shared.
 3. **Layers.** Then each tenant's jobs, in its own priority order (``priority`` never compares across tenants),
    fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
    ``LAYERS[k] x C``. The inner problem's priorities make the pipeline's left-out penalty of a job proportional to
