@@ -65,6 +65,10 @@ MIN_PRIORITY = 4
 EPS = 1e-6
 #: Total shortfall, as a share of the work planned, below which plans compare on work and objective alone.
 SHORT_TOL = 0.005
+#: A GPU-hour planned less than the best candidate counts this many GPU-hours short of a fair share in the loss:
+#: a plan that is fair only because it planned less (the fair shares shrink with the work placed) loses to one that
+#: moved the work between tenants (a five-region run under load kept a plan of 47 % less work at a weight of 1).
+LOST_WEIGHT = 2.0
 #: Share of the time limit kept at the end for the budgets, the shares and the plan's figures (a few max-flows and
 #: sums over the plan).
 RESERVE = 0.04
@@ -308,15 +312,15 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         second = solve_on(rest, second_limit, "fair_rest")
         return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
 
-    def trim_and_fill(blind: Plan, got: _Shares) -> Plan:
+    def trim_and_fill(blind: Plan, got: _Shares) -> Plan | None:
         """The blind plan less the jobs of tenants over their fair share (lowest priority first, down to the share),
-        then every job not in it planned on what is left (the others' jobs first, by the layers); the trimmed plan
-        alone when no time is left to fill (a warm start: the blind plan's packing is kept)."""
+        then every job not in it planned on what is left (the others' jobs first, by the layers); None when no time is
+        left to fill (a warm start: the blind plan's packing is kept)."""
         t = time.perf_counter()
         first = _trim(problem, blind, got, work, tenant, levels, until=time.perf_counter() + ROOM_SHARE * max(0.0, left()))
         limit = room(0.6, len(problem.jobs) - len(first.assignments))
         if limit is None:
-            return first
+            return None  # taken out and not filled: capacity wasted, never a plan to offer
         kept = frozenset(a.job_id for a in first.assignments)
         # the layers counted from the jobs kept: a tenant's kept work covers its first layers
         priority = _priorities(problem, capacity, boost, plannable, work, levels, fair_at=fair_at, kept=kept)
@@ -359,11 +363,13 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         fair_already = blind_fair = got.exact_short <= SHORT_TOL * capacity
         if not fair_already:
             # the blind plan's packing kept, its margin shared: over-share tenants' last jobs make room for the others
-            candidates.append(trim_and_fill(blind, got))
+            filled = trim_and_fill(blind, got)
+            candidates.extend([filled] if filled is not None else [])
             got = shares_of(candidates[-1])
             fair_already = got.exact_short <= SHORT_TOL * capacity
             if not fair_already:  # a second trim of the filled plan: the fill may have given the flood back its room
-                candidates.append(trim_and_fill(candidates[-1], got))
+                filled = trim_and_fill(candidates[-1], got)
+                candidates.extend([filled] if filled is not None else [])
                 fair_already = shares_of(candidates[-1]).exact_short <= SHORT_TOL * capacity
         for rnd in range(0 if fair_already else 3):
             limit = room(0.7)
@@ -393,7 +399,10 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
                 break
             most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
             best = min(candidates, key=lambda p: rank(p, most))
-            candidates.append(trim_and_fill(best, shares_of(best)))
+            filled = trim_and_fill(best, shares_of(best))
+            if filled is None:
+                break
+            candidates.append(filled)
     most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
     best = min(candidates, key=lambda p: rank(p, most))
     final, budget_out = _fit(problem, best, levels)
@@ -474,7 +483,7 @@ def _rank(plan: Plan, shares: _Shares, most: float) -> tuple:
         return (float("inf"),)
     planned = sum(shares.planned.values())
     short = shares.exact_short if shares.exact_short > SHORT_TOL * planned else 0.0
-    return (round(short + max(0.0, most - planned), 6), plan.objective)
+    return (round(short + LOST_WEIGHT * max(0.0, most - planned), 6), plan.objective)
 
 
 def _finish(problem: Problem, plan: Plan, budget_out: list[Unplanned], shares: _Shares, name: str,
