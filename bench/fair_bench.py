@@ -82,7 +82,9 @@ def tenant_problem(args) -> Problem:
         dataclasses.replace(p, carbon_budget_kg=args.carbon_budget_share * render_kg) if p.name == "render" else p
         for p in policies
     ]
-    pb = dataclasses.replace(base, jobs=tuple(jobs), regions=regions, tenants=tuple(policies))
+    pb = dataclasses.replace(
+        base, jobs=tuple(jobs), regions=regions, tenants=tuple(policies), fairness=Fairness(pool_hours=args.pool_hours)
+    )
     args.budgeted = tuple(budgeted)
     return pb
 
@@ -105,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--carbon-budget-share", type=float, default=0.3)
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pool-hours", type=float, default=None,
+                    help="time blocks of the fair-share pools [h] (default: the whole horizon)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     args.regions = [r.strip() for r in args.regions.split(",") if r.strip()]
@@ -134,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.jobs} jobs, {args.days} days from {args.start}, {args.gpus_per_type} GPUs per region and type, "
           f"limit {args.time_limit:g} s")
     print(f"{'tenant':<10}{'weight':>7}{'jobs':>6}{'req %':>8}{'planned %':>11}{'fair %':>9}{'diff pp':>9}"
-          f"{'unfair %':>10}{'budget CO2 kg':>15}{'used':>10}")
+          f"{'1 job pp':>9}{'unfair %':>10}{'budget CO2 kg':>15}{'used':>10}")
     budgets = {p.name: p for p in args.budgeted}
     b_shares = {s.tenant: s for s in rep_budget.tenants}
-    worst_pp = 0.0
+    worst_pp = worst_beyond = 0.0
     for s in rep_fair.tenants:
         n = sum(1 for j in pb.jobs if j.tenant == s.tenant)
         planned_pct = 100 * s.planned_gpu_h / max(work_fair, 1e-9)
@@ -145,21 +149,24 @@ def main(argv: list[str] | None = None) -> int:
         all_asked = s.planned_gpu_h >= s.requested_gpu_h - 1e-6
         diff = 0.0 if all_asked else planned_pct - fair_pct
         worst_pp = max(worst_pp, abs(diff))
+        beyond = -100 * s.short_gpu_h / max(work_fair, 1e-9)  # below the share beyond its biggest job left out
+        worst_beyond = max(worst_beyond, -beyond)
         unfair_pct = 100 * next(u.planned_gpu_h for u in rep_unfair.tenants if u.tenant == s.tenant) / max(work_unfair, 1e-9)
         cap = budgets[s.tenant].carbon_budget_kg
         row = {
             "tenant": s.tenant, "weight": s.weight, "jobs": n, "requested_pct": 100 * s.requested_gpu_h / total_req,
-            "planned_pct": planned_pct, "fair_pct": fair_pct, "diff_pp": diff, "all_asked": all_asked,
+            "planned_pct": planned_pct, "fair_pct": fair_pct, "diff_pp": diff, "all_asked": all_asked, "short_beyond_one_job_pp": beyond,
             "unfair_planned_pct": unfair_pct, "carbon_budget_kg": cap, "carbon_used_kg": b_shares[s.tenant].carbon_kg,
         }
         rows.append(row)
         print(f"{s.tenant:<10}{s.weight:>7g}{n:>6}{row['requested_pct']:>8.1f}{planned_pct:>11.1f}{fair_pct:>9.1f}"
-              f"{diff:>9.2f}{unfair_pct:>10.1f}{'-' if cap is None else f'{cap:.1f}':>15}"
+              f"{diff:>9.2f}{beyond:>9.2f}{unfair_pct:>10.1f}{'-' if cap is None else f'{cap:.1f}':>15}"
               f"{b_shares[s.tenant].carbon_kg:>10.1f}")
     over = [v for v in rep_budget.violations if "budget" in v]
     result = {
         "jobs": args.jobs, "days": args.days, "gpus_per_type": args.gpus_per_type, "time_limit_s": args.time_limit,
-        "tenants": rows, "worst_diff_pp": worst_pp, "price_of_fairness_pct": price_of_fairness,
+        "seed": args.seed, "regions": args.regions, "pool_hours": args.pool_hours,
+        "tenants": rows, "worst_diff_pp": worst_pp, "worst_short_beyond_one_job_pp": worst_beyond, "price_of_fairness_pct": price_of_fairness,
         "cost_unfair": rep_unfair.cost, "cost_fair": rep_fair.cost, "work_unfair_gpu_h": work_unfair,
         "work_fair_gpu_h": work_fair,
         "work_requested_gpu_h": total_req, "work_lost_pct": work_lost, "price_paid_unfair_eur_mwh": per_mwh_unfair,
@@ -171,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"work requested {total_req:.0f} GPU-h; planned: unfair optimum {work_unfair:.0f}, fair {work_fair:.0f} "
           f"({work_lost:+.2f} % lost); price paid {per_mwh_unfair:.2f} vs {per_mwh_fair:.2f} EUR/MWh: "
           f"price of fairness {price_of_fairness:+.2f} %")
-    print(f"worst share difference {worst_pp:.2f} pp; plans past a budget: {len(over)}; jobs left out for budget: "
+    print(f"worst share difference {worst_pp:.2f} pp ({worst_beyond:.2f} pp beyond one job); plans past a budget: {len(over)}; jobs left out for budget: "
           f"{result['budget_left_out']}; solve s: unfair {unfair_s:.1f}, fair {fair_s:.1f}, budgets {budget_s:.1f}")
     if args.json:
         print(json.dumps(result, default=str))

@@ -59,29 +59,57 @@ def totals_plan(problem: Problem, assignments: Iterable[Assignment]) -> tuple[fl
     return cost, carbon, energy, objective
 
 
-def _fits(used: Mapping[str, float], extra: Mapping[str, float], budgets: Mapping[str, float]) -> bool:
-    return all(used[m] + extra[m] <= b * (1 + 1e-9) + 1e-9 for m, b in budgets.items())
+#: One limit of a tenant: (what it says, metric, what is left, first slot, end slot).
+Limit = tuple[str, str, float, int, int]
 
 
-def _short(used: Mapping[str, float], extra: Mapping[str, float], budgets: Mapping[str, float], currency: str) -> str:
-    """What the job lacks: per budget it breaks, how far used + the job goes past what is left."""
+def limits(problem: Problem, tenant: str) -> list[Limit]:
+    """Every budget and quota of ``tenant``: the whole-horizon ones, then those of its windows."""
+    policy = problem.tenant_policy(tenant)
+    out: list[Limit] = [("", m, b, 0, problem.n_slots) for m, b in policy.budgets().items()]
+    for w in policy.windows:
+        where = f" in slots {w.start_slot}-{w.end_slot}"
+        out.extend((where, m, b, w.start_slot, w.end_slot) for m, b in w.budgets().items())
+    return out
+
+
+def _charge(problem: Problem, a: Assignment, gpus: int, fp: Mapping[str, float], limit: Limit) -> float:
+    """What assignment ``a`` (footprint ``fp``) counts against ``limit``: GPU-hours inside its window; any other
+    metric whole in every window the run touches."""
+    _, metric, _, lo, hi = limit
+    if lo <= 0 and hi >= problem.n_slots:
+        return fp[metric]
+    if metric == "gpu_hours":
+        inside = sum(max(0, min(c.end_slot, hi) - max(c.start_slot, lo)) for c in a.chunks)
+        return gpus * inside * problem.slot_hours
+    return fp[metric] if any(c.start_slot < hi and c.end_slot > lo for c in a.chunks) else 0.0
+
+
+def _holds(used: Sequence[float], lims: Sequence[Limit]) -> bool:
+    return all(u <= lim[2] * (1 + 1e-9) + 1e-9 for u, lim in zip(used, lims, strict=True))
+
+
+def _short(used: Sequence[float], extra: Sequence[float], lims: Sequence[Limit], currency: str) -> str:
+    """What the job lacks: per limit it breaks, how far used + the job goes past what is left."""
     parts = []
-    for m, b in budgets.items():
-        over = used[m] + extra[m] - b
-        if over > 1e-9:
+    for u, e, (where, m, b, _, _) in zip(used, extra, lims, strict=True):
+        over = u + e - b
+        if over > 1e-9 and e > 0:
             unit = f" {currency}" if m == "cost" else UNITS[m]
-            parts.append(f"{m} short {over:.3f}{unit} (remaining {max(0.0, b - used[m]):.3f}{unit})")
+            parts.append(f"{m}{where} short {over:.3f}{unit} (remaining {max(0.0, b - u):.3f}{unit})")
     return "; ".join(parts) or "budget"
 
 
 def fit_budgets(
     problem: Problem, plan: Plan, levels: Mapping[str, int], *, already: Sequence[Unplanned] = ()
 ) -> tuple[Plan, list[Unplanned]]:
-    """``plan`` within every tenant's budgets, and the jobs taken out for it (``already`` ones first).
+    """``plan`` within every tenant's budgets and GPU-hour quotas (whole horizon and windows), and the jobs taken
+    out for it (``already`` ones first).
 
     Returns ``plan`` itself when every budget already holds.
     """
     tenant = {j.job_id: j.tenant for j in problem.jobs}
+    gpus = {j.job_id: j.gpus for j in problem.jobs}
     fp = _footprints(problem, plan.assignments)
     by_tenant: dict[str, list[Assignment]] = defaultdict(list)
     for a in plan.assignments:
@@ -90,34 +118,39 @@ def fit_budgets(
     keep: list[Assignment] = []
     changed = False
     for t, items in by_tenant.items():
-        budgets = problem.tenant_policy(t).budgets()
-        used = {m: sum(fp[a.job_id][m] for a in items) for m in METRICS}
-        if all(used[m] <= b * (1 + 1e-9) + 1e-9 for m, b in budgets.items()):
+        lims = limits(problem, t)
+        charge = {a.job_id: [_charge(problem, a, gpus[a.job_id], fp[a.job_id], lim) for lim in lims] for a in items}
+        used = [sum(charge[a.job_id][i] for a in items) for i in range(len(lims))]
+        if _holds(used, lims):
             keep.extend(items)
             continue
         changed = True
-        over = {m: b for m, b in budgets.items() if used[m] > b}
+        broken = [i for i, lim in enumerate(lims) if used[i] > lim[2]]
 
-        def weight(a: Assignment, over: Mapping[str, float] = over) -> float:
-            return sum(fp[a.job_id][m] / max(b, 1e-9) for m, b in over.items())
+        def weight(
+            a: Assignment, broken: list[int] = broken, charge: dict[str, list[float]] = charge, lims: list[Limit] = lims
+        ) -> float:
+            return sum(charge[a.job_id][i] / max(lims[i][2], 1e-9) for i in broken)
 
-        # take out, lowest priority first (heaviest on the broken budgets among equals), until the budgets hold
+        # take out, lowest priority first (heaviest on the broken limits among equals), until the limits hold
         order = sorted(items, key=lambda a: (levels[a.job_id], -weight(a)))
         kept, taken = list(items), []
         for a in order:
-            if all(used[m] <= b * (1 + 1e-9) + 1e-9 for m, b in budgets.items()):
+            if _holds(used, lims):
                 break
             kept.remove(a)
             taken.append(a)
-            used = {m: used[m] - fp[a.job_id][m] for m in METRICS}
+            used = [u - c for u, c in zip(used, charge[a.job_id], strict=True)]
         # put back, best first, what still fits
         for a in sorted(taken, key=lambda a: (-levels[a.job_id], weight(a))):
-            if _fits(used, fp[a.job_id], budgets):
+            extra = charge[a.job_id]
+            if _holds([u + e for u, e in zip(used, extra, strict=True)], lims):
                 kept.append(a)
-                used = {m: used[m] + fp[a.job_id][m] for m in METRICS}
+                used = [u + e for u, e in zip(used, extra, strict=True)]
             else:
-                detail = _short(used, fp[a.job_id], budgets, problem.currency)
-                short = {m for m, b in budgets.items() if used[m] + fp[a.job_id][m] > b * (1 + 1e-9) + 1e-9}
+                detail = _short(used, extra, lims, problem.currency)
+                short = {lim[1] for u, e, lim in zip(used, extra, lims, strict=True)
+                         if u + e > lim[2] * (1 + 1e-9) + 1e-9}
                 why = UnplannedReason.QUOTA if short == {"gpu_hours"} else UnplannedReason.BUDGET
                 out.append(Unplanned(a.job_id, why, f"tenant {t!r}: {detail}"))
         keep.extend(kept)

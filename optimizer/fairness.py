@@ -2,9 +2,11 @@
 
 Definition (``docs/fairness.md`` says why this one). A job's *work* is its GPU-hours on the fastest hardware type
 it may use (``gpus * min duration * slot hours``), so it does not depend on where the plan puts it. A tenant's
-*demand* is the work of its jobs that could run at all (planned, or left out for capacity). When a plan places
-``W`` GPU-hours of work, the *fair share* of tenant ``t`` is its weighted max-min share of ``W``: the water level
-``lam`` with ``sum_t min(demand_t, lam * weight_t) = W``, and ``fair_t = min(demand_t, lam * weight_t)``. A tenant
+*demand* is the work of its jobs that could run at all (planned, or left out for capacity or not reached by the
+solver); the fair shares are over the pools each tenant may use (``optimizer.pools``). When a plan places
+``W`` GPU-hours of work, the *fair share* of tenant ``t`` is its weighted max-min share of ``W``, each tenant drawing
+only on the pools (region, hardware, time block) its jobs may use; over one pool, the water level ``lam`` with
+``sum_t min(demand_t, lam * weight_t) = W``, and ``fair_t = min(demand_t, lam * weight_t)``. A tenant
 asking less than its weighted share gets all it asks; the rest is shared among the others by weight. A plan is
 fair when every tenant plans at least its fair share less one of its own jobs left out (jobs are indivisible).
 
@@ -13,9 +15,10 @@ How the planner gets there, as a stage around the pipeline (``solve_fair``, call
 1. **Capacity.** A tenant-blind plan in which every GPU-hour is worth the same (``Fairness.blind_share`` of the
    time) measures how much work the fleet holds, ``C``. When that plan is already fair (every tenant within one
    job of its share), it is the plan (re-solved with the time left, the better one kept).
-2. **Trim and fill.** Otherwise the blind plan loses the last jobs (by the tenant's own priority) of every tenant
-   over its fair share, down to the share, and every job not in it is planned on what is left (the layered
-   priorities below put the short tenants' jobs first): the blind plan's packing is kept, its margin shared.
+2. **Trim and fill.** Otherwise the blind plan loses, first, the over-share tenants' jobs whose place lets a short
+   tenant's job in (``optimizer.room``), then the last jobs (by the tenant's own priority) of every tenant over its
+   fair share, down to the share; the short tenants' jobs are planned alone on what is left, then every other job
+   (the layered priorities below): the blind plan's packing is kept, its margin shared.
 3. **Layers.** Then each tenant's jobs, in its own priority order (``priority`` never compares across tenants),
    fill the layers of a progressive filling: layer ``k`` holds each tenant's weighted max-min share of
    ``LAYERS[k] x C``. The inner problem's priorities make the pipeline's left-out penalty of a job proportional to
@@ -39,8 +42,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from optimizer.budgets import budget_prefilter, fit_budgets, fit_gpu_caps, totals_plan
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
+from optimizer.pools import WANTED, block_slots, constrained_fill, job_pools, plan_pools
 from optimizer.problem import Job, Problem, SolveParams
 from optimizer.residual import merge_plans, residual_problem
+from optimizer.room import make_room
 from optimizer.tenancy import Fairness
 
 Inner = Callable[..., Plan]
@@ -60,11 +65,24 @@ MIN_PRIORITY = 4
 EPS = 1e-6
 #: Total shortfall, as a share of the work planned, below which plans compare on work and objective alone.
 SHORT_TOL = 0.005
+#: A GPU-hour planned less than the best candidate counts this many GPU-hours short of a fair share in the loss:
+#: a plan that is fair only because it planned less (the fair shares shrink with the work placed) loses to one that
+#: moved the work between tenants (a five-region run under load kept a plan of 47 % less work at a weight of 1).
+LOST_WEIGHT = 2.0
+#: Share of the time limit kept at the end for the budgets, the shares and the plan's figures (a few max-flows and
+#: sums over the plan).
+RESERVE = 0.04
+#: Share of the time left that the search for room (``optimizer.room``) may take.
+ROOM_SHARE = 0.15
+#: Rounds of trim and fill on the best plan with the time left (each keeps its packing and adds what fits).
+POLISH_ROUNDS = 3
+#: Shortest limit worth a solve, as a share of the time limit: a solve with less is skipped, not started.
+MIN_SOLVE = 0.05
 
 
 def applies(problem: Problem) -> bool:
     """Whether ``problem`` needs the tenant stage: fairness on and jobs of two tenants or more, or a budget set."""
-    if any(t.budgets() or t.max_gpus for t in problem.tenants):
+    if any(t.budgets() or t.max_gpus or t.windows for t in problem.tenants):
         return True
     return problem.fairness.enabled and len({j.tenant for j in problem.jobs}) > 1
 
@@ -138,7 +156,8 @@ class _Shares:
 
 
 def measure(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str]) -> _Shares:
-    """Shares of ``plan``: demand counts jobs planned or left out for capacity."""
+    """Shares of ``plan``: demand counts jobs planned, left out for capacity or not reached; the fair shares are those of the
+    capacity each tenant's jobs may use (``optimizer.pools``)."""
     weights = {t: problem.tenant_policy(t).weight for t in set(tenant.values())}
     demand = dict.fromkeys(weights, 0.0)
     planned = dict.fromkeys(weights, 0.0)
@@ -147,11 +166,12 @@ def measure(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Map
         demand[tenant[a.job_id]] += work[a.job_id]
         planned[tenant[a.job_id]] += work[a.job_id]
     for u in plan.unplanned:
-        if u.reason is UnplannedReason.CAPACITY:
+        if u.reason in WANTED:
             t = tenant[u.job_id]
             demand[t] += work[u.job_id]
             slack[t] = max(slack[t], work[u.job_id])
-    fair = water_fill(sum(planned.values()), weights, demand)
+    capacity, classes = plan_pools(problem, plan, work, tenant)
+    fair = constrained_fill(weights, classes, capacity)
     return _Shares(demand, planned, fair, slack)
 
 
@@ -175,7 +195,8 @@ def _value_per_penalty(problem: Problem, job: Job, work: float) -> float:
 
 
 def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], plannable: set[str],
-                work: Mapping[str, float], levels: Mapping[str, int], admitted: set[str] | None = None) -> dict[str, int]:
+                work: Mapping[str, float], levels: Mapping[str, int], admitted: set[str] | None = None,
+                fair_at: Mapping[str, float] | None = None, kept: frozenset[str] = frozenset()) -> dict[str, int]:
     """Priorities of the inner problem: per tenant, its jobs best first fill the layers of ``LAYERS`` (a job joins
     the first layer whose share its tenant's work so far plus half of it fits in); a GPU-hour of layer ``k`` is worth
     ``RATIO`` GPU-hours of layer ``k + 1``; a tenant's ``boost`` lifts all of its layers by that many. ``admitted``,
@@ -186,7 +207,16 @@ def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], pla
     for j in problem.jobs:
         if j.job_id in plannable:
             demand[j.tenant] += work[j.job_id]
-    targets = [water_fill(f * capacity, weights, {t: demand.get(t, 0.0) for t in weights}) for f in LAYERS]
+    demand_all = {t: demand.get(t, 0.0) for t in weights}
+    base = dict(fair_at) if fair_at is not None else water_fill(capacity, weights, demand_all)
+    above = {t: max(0.0, demand_all[t] - base.get(t, 0.0)) for t in weights}
+    targets = []
+    for f in LAYERS:  # up to the capacity: the fair shares measured; beyond it, the rest by weight
+        if f <= 1.0:
+            targets.append(water_fill(f * capacity, weights, {t: base.get(t, 0.0) for t in weights}))
+        else:
+            extra = water_fill((f - 1.0) * capacity, weights, above)
+            targets.append({t: base.get(t, 0.0) + extra[t] for t in weights})
     value = {j.job_id: _value_per_penalty(problem, j, work[j.job_id]) for j in problem.jobs}
     known = sorted(v for v in value.values() if v > 0)
     if not known:
@@ -194,7 +224,7 @@ def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], pla
     mid = known[len(known) // 2]
     covered: dict[str, float] = defaultdict(float)
     out: dict[str, int] = {}
-    for j in sorted(problem.jobs, key=lambda j: (-levels[j.job_id], work[j.job_id])):
+    for j in sorted(problem.jobs, key=lambda j: (j.job_id not in kept, -levels[j.job_id], work[j.job_id])):
         t, w = j.tenant, work[j.job_id]
         layer = len(LAYERS)
         if j.job_id in plannable:
@@ -239,108 +269,201 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
     if excluded:
         problem = dataclasses.replace(problem, jobs=tuple(j for j in problem.jobs if j.job_id not in excluded))
     phases: dict[str, float] = {}
+    # the time limit covers every stage: the end is kept for the budgets, the shares and the plan's figures
+    end = t0 + (1.0 - RESERVE) * params.time_limit_s
+    setup = [0.0]  # what one more solve costs whatever its limit (tables and greedy plan) [s], once measured
+
+    memo: dict[int, tuple[Plan, _Shares]] = {}
+
+    def shares_of(plan: Plan) -> _Shares:
+        """``measure`` of ``plan``, once per plan (a few max-flows each)."""
+        if id(plan) not in memo:
+            memo[id(plan)] = (plan, measure(problem, plan, work, tenant))
+        return memo[id(plan)][1]
+
+    def rank(plan: Plan, most: float) -> tuple:
+        return _rank(plan, shares_of(plan), most)
 
     def left() -> float:
-        return params.time_limit_s - (time.perf_counter() - t0)
+        return end - time.perf_counter()
 
-    def run(priority: Mapping[str, int], drop: set[str], share: float, label: str) -> Plan:
+    def room(share: float, n_jobs: int | None = None) -> float | None:
+        """A solve's limit: ``share`` of the time left less the set-up (in proportion to its ``n_jobs``, all when
+        None); None when that leaves too little to solve."""
+        scale = 1.0 if n_jobs is None else n_jobs / max(1, len(problem.jobs))
+        limit = share * left() - setup[0] * scale
+        return limit if limit >= MIN_SOLVE * params.time_limit_s else None
+
+    def solve_on(pb: Problem, limit: float, label: str) -> Plan:
         t = time.perf_counter()
-        limit = max(0.05, share * left())
-        plan = inner(_inner_problem(problem, priority, drop), dataclasses.replace(params, time_limit_s=limit), name=name)
-        phases[label] = round(time.perf_counter() - t, 4)
+        plan = inner(pb, dataclasses.replace(params, time_limit_s=max(0.05, limit)), name=name)
+        phases[label] = round(phases.get(label, 0.0) + time.perf_counter() - t, 4)
         return plan
 
-    def two_pass(priority: Mapping[str, int], admitted: set[str]) -> Plan:
-        """The admitted jobs first, then every other job on what they left."""
+    def two_pass(priority: Mapping[str, int], admitted: set[str], limit: float, blind: Plan) -> Plan | None:
+        """The admitted jobs first, then every other job on what they left (None when no time is left for both)."""
         t = time.perf_counter()
-        first = run(priority, set(work) - admitted, 0.5, "fair_admitted")
+        first = solve_on(_inner_problem(problem, priority, set(work) - admitted), 0.5 * limit, "fair_admitted")
         placed = {a.job_id for a in first.assignments}
+        second_limit = room(0.9)
+        if second_limit is None:
+            return None
         rest = residual_problem(_inner_problem(problem, priority, placed), first, problem)
-        limit = max(0.05, 0.8 * left())
-        second = inner(rest, dataclasses.replace(params, time_limit_s=limit), name=name)
-        phases["fair_rest"] = round(time.perf_counter() - t - phases["fair_admitted"], 4)
+        second = solve_on(rest, second_limit, "fair_rest")
         return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
 
-    def trim_and_fill(blind: Plan, got: _Shares, priority: Mapping[str, int]) -> Plan:
+    def trim_and_fill(blind: Plan, got: _Shares) -> Plan | None:
         """The blind plan less the jobs of tenants over their fair share (lowest priority first, down to the share),
-        then every job not in it planned on what is left (the others' jobs first, by ``priority``)."""
+        then every job not in it planned on what is left (the others' jobs first, by the layers); None when no time is
+        left to fill (a warm start: the blind plan's packing is kept)."""
         t = time.perf_counter()
-        first = _trim(blind, got, work, tenant, levels)
-        kept = {a.job_id for a in first.assignments}
-        rest = residual_problem(_inner_problem(problem, priority, kept), first, problem)
-        second = inner(rest, dataclasses.replace(params, time_limit_s=max(0.05, 0.6 * left())), name=name)
-        phases["trim_fill"] = round(time.perf_counter() - t, 4)
+        first = _trim(problem, blind, got, work, tenant, levels, until=time.perf_counter() + ROOM_SHARE * max(0.0, left()))
+        limit = room(0.6, len(problem.jobs) - len(first.assignments))
+        if limit is None:
+            return None  # taken out and not filled: capacity wasted, never a plan to offer
+        kept = frozenset(a.job_id for a in first.assignments)
+        # the layers counted from the jobs kept: a tenant's kept work covers its first layers
+        priority = _priorities(problem, capacity, boost, plannable, work, levels, fair_at=fair_at, kept=kept)
+        short = {tn for tn in got.fair if got.fair[tn] - got.planned[tn] > EPS}
+        waiting = {j.job_id for j in problem.jobs if j.tenant in short and j.job_id not in kept}
+        first_limit = room(0.3, len(waiting)) if waiting else None
+        if first_limit is not None:
+            # the short tenants' jobs alone first: the room made for them cannot go to the others' jobs
+            alone = residual_problem(_inner_problem(problem, priority, set(work) - waiting), first, problem)
+            first = merge_plans(problem, first, solve_on(alone, first_limit, "fill_short"), blind, wall_s=0.0)
+            kept = frozenset(a.job_id for a in first.assignments)
+            limit = room(0.6, len(problem.jobs) - len(kept))
+            if limit is None:
+                return _left_out_rest(first, set(work) - kept)
+        rest = residual_problem(_inner_problem(problem, priority, set(kept)), first, problem)
+        second = solve_on(rest, limit, "trim_fill")
         return merge_plans(problem, first, second, blind, wall_s=time.perf_counter() - t)
 
     fair_on = problem.fairness.enabled
     as_given = {j.job_id: j.priority for j in problem.jobs}
     boost: dict[str, int] = defaultdict(int)
     plannable: set[str] = set()
-    capacity = setup = 0.0
+    capacity = 0.0
+    fair_at: dict[str, float] | None = None
     if not fair_on:
-        candidates = [run(as_given, set(), 0.8, "plan")]
+        candidates = [solve_on(_inner_problem(problem, as_given, set()), 0.8 * left(), "plan")]
     else:
         # the most work the fleet can place, every GPU-hour alike; where it is fair already, it is the plan
         blind_priority = _priorities(problem, 0.0, {}, set(), work, levels)
-        blind = run(blind_priority, set(), problem.fairness.blind_share, "blind")
+        blind_pb = _inner_problem(problem, blind_priority, set())
+        blind = solve_on(blind_pb, problem.fairness.blind_share * left(), "blind")
         candidates = [blind]
-        # what one more solve costs whatever its limit (tables and greedy plan), so none starts that cannot finish
-        setup = sum(v for k, v in blind.stats.phases.items() if k in ("tables", "greedy"))
+        setup[0] = sum(v for k, v in blind.stats.phases.items() if k in ("tables", "greedy"))
         plannable = {a.job_id for a in blind.assignments} | {
-            u.job_id for u in blind.unplanned if u.reason is UnplannedReason.CAPACITY
+            u.job_id for u in blind.unplanned if u.reason in WANTED
         }
-        got = measure(problem, blind, work, tenant)
+        got = shares_of(blind)
         capacity = sum(got.planned.values())
+        fair_at = dict(got.fair)
         fair_already = blind_fair = got.exact_short <= SHORT_TOL * capacity
         if not fair_already:
             # the blind plan's packing kept, its margin shared: over-share tenants' last jobs make room for the others
-            candidates.append(trim_and_fill(blind, got, _priorities(problem, capacity, boost, plannable, work, levels)))
-            fair_already = measure(problem, candidates[-1], work, tenant).exact_short <= SHORT_TOL * capacity
+            filled = trim_and_fill(blind, got)
+            candidates.extend([filled] if filled is not None else [])
+            got = shares_of(candidates[-1])
+            fair_already = got.exact_short <= SHORT_TOL * capacity
+            if not fair_already:  # a second trim of the filled plan: the fill may have given the flood back its room
+                filled = trim_and_fill(candidates[-1], got)
+                candidates.extend([filled] if filled is not None else [])
+                fair_already = shares_of(candidates[-1]).exact_short <= SHORT_TOL * capacity
         for rnd in range(0 if fair_already else 3):
-            if rnd and left() < max(2.0 * setup, 0.15 * params.time_limit_s):
-                break  # the first layered plan is always made: an unfair plan is not an answer
+            limit = room(0.7)
+            if limit is None:
+                break
             admitted: set[str] = set()
-            layered = _priorities(problem, capacity, boost, plannable, work, levels, admitted)
+            layered = _priorities(problem, capacity, boost, plannable, work, levels, admitted, fair_at)
             if rnd == 0:
-                candidates.append(two_pass(layered, admitted))
-                continue
-            candidates.append(run(layered, set(), 0.7, f"fair_{rnd}"))
-            got = measure(problem, candidates[-1], work, tenant)
+                plan = two_pass(layered, admitted, limit, blind)
+                if plan is None:
+                    break
+                candidates.append(plan)
+            else:
+                candidates.append(solve_on(_inner_problem(problem, layered, set()), limit, f"fair_{rnd}"))
+            got = shares_of(candidates[-1])
             if got.exact_short <= SHORT_TOL * sum(got.planned.values()):
                 break
             for t in got.fair:  # a tenant still short: its layers one step up
                 if got.fair[t] - got.planned[t] > EPS:
                     boost[t] += 1
-        if blind_fair and left() > max(3.0 * setup, 0.3 * params.time_limit_s):
-            candidates.append(run(blind_priority, set(), 0.8, "blind_again"))
+        again = room(0.8) if blind_fair else None
+        if again is not None:
+            candidates.append(solve_on(blind_pb, again, "blind_again"))
+        for _ in range(POLISH_ROUNDS):
+            # the time left goes to the best plan so far: trimmed where unfair, then filled on what it leaves
+            if room(0.6, len(problem.jobs) // 4) is None:
+                break
+            most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
+            best = min(candidates, key=lambda p: rank(p, most))
+            filled = trim_and_fill(best, shares_of(best))
+            if filled is None:
+                break
+            candidates.append(filled)
     most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
-    best = min(candidates, key=lambda p: _rank(problem, p, work, tenant, most))
+    best = min(candidates, key=lambda p: rank(p, most))
     final, budget_out = _fit(problem, best, levels)
-    if budget_out and left() > max(2.0 * setup, 0.25 * params.time_limit_s):
+    limit = room(0.9) if budget_out else None
+    if limit is not None:
         # re-plan without the jobs the budgets do not cover: their capacity goes to the others
         dropped = {u.job_id for u in budget_out}
-        again = run(_priorities(problem, capacity, boost, plannable - dropped, work, levels) if fair_on else as_given,
-                    dropped, 0.8, "budget_replan")
-        again_fit, again_out = _fit(problem, again, levels, already=budget_out)
+        priority = (
+            _priorities(problem, capacity, boost, plannable - dropped, work, levels, fair_at=fair_at)
+            if fair_on else as_given
+        )
+        again_plan = solve_on(_inner_problem(problem, priority, dropped), limit, "budget_replan")
+        again_fit, again_out = _fit(problem, again_plan, levels, already=budget_out)
         most = max(most, sum(work[a.job_id] for a in again_fit.assignments))
-        if _rank(problem, again_fit, work, tenant, most) <= _rank(problem, final, work, tenant, most):
+        if rank(again_fit, most) <= rank(final, most):
             final, budget_out = again_fit, again_out
-    shares = measure(problem, final, work, tenant)
+    shares = shares_of(final)
     return _finish(full, final, [*over_budget, *budget_out], shares, name, phases, time.perf_counter() - t0)
 
 
-def _trim(blind: Plan, got: _Shares, work: Mapping[str, float], tenant: Mapping[str, str],
-          levels: Mapping[str, int]) -> Plan:
-    """``blind`` less the last jobs (lowest priority in the tenant, biggest first) of every tenant over its fair share,
-    down to that share; its totals are left as they were (the plan only says what capacity stays taken)."""
+def _trim(problem: Problem, blind: Plan, got: _Shares, work: Mapping[str, float], tenant: Mapping[str, str],
+          levels: Mapping[str, int], until: float) -> Plan:
+    """``blind`` less jobs of every tenant over its fair share, down to that share: first those whose place makes
+    room for a short tenant's job left out (``optimizer.room.make_room``, searched until ``until``), then those placed
+    where a short tenant has jobs left out, then by the tenant's own priority, lowest first, biggest first. The jobs
+    taken out are left out for capacity."""
     planned = dict(got.planned)
-    removed: set[str] = set()
-    for a in sorted(blind.assignments, key=lambda a: (levels[a.job_id], -work[a.job_id])):
+    short = {t for t in got.fair if got.fair[t] - planned[t] > EPS}
+    # first the jobs whose place lets a short tenant's job in (``optimizer.room``), then the rest down to the share
+    removed = make_room(problem, blind, got.fair, planned, work, tenant, levels, until=until)
+    for a in blind.assignments:
+        if a.job_id in removed:
+            planned[tenant[a.job_id]] -= work[a.job_id]
+    block = block_slots(problem)
+    jobs = {j.job_id: j for j in problem.jobs}
+    wanted: set[tuple[str, str]] = set()
+    for u in blind.unplanned:
+        if u.reason in WANTED and tenant.get(u.job_id) in short and u.job_id in jobs:
+            wanted.update((r, hw) for r, hw, _ in job_pools(problem, jobs[u.job_id], block))
+    order = sorted(
+        blind.assignments, key=lambda a: ((a.region, a.hardware) not in wanted, levels[a.job_id], -work[a.job_id])
+    )
+    for a in order:
         tn = tenant[a.job_id]
-        if planned[tn] - work[a.job_id] >= got.fair[tn] - EPS:
+        if a.job_id not in removed and tn not in short and planned[tn] - work[a.job_id] >= got.fair[tn] - EPS:
             planned[tn] -= work[a.job_id]
             removed.add(a.job_id)
-    return dataclasses.replace(blind, assignments=tuple(a for a in blind.assignments if a.job_id not in removed))
+    kept = tuple(a for a in blind.assignments if a.job_id not in removed)
+    cost, carbon, energy, objective = totals_plan(problem, kept)
+    out = tuple(Unplanned(j, UnplannedReason.CAPACITY, "taken out for the other tenants' fair shares") for j in sorted(removed))
+    return dataclasses.replace(
+        blind, assignments=kept, unplanned=(*blind.unplanned, *out), cost=cost, carbon_kg=carbon, energy_kwh=energy,
+        objective=objective, status=PlanStatus.FEASIBLE, best_bound=None, gap_pct=None, penalised_bound=None,
+    )
+
+
+def _left_out_rest(plan: Plan, jobs: set[str]) -> Plan:
+    """``plan`` with every job of ``jobs`` it does not mention left out for capacity."""
+    named = {u.job_id for u in plan.unplanned} | {a.job_id for a in plan.assignments}
+    more = tuple(Unplanned(j, UnplannedReason.CAPACITY, "no room left beside the other jobs") for j in sorted(jobs - named))
+    return dataclasses.replace(plan, unplanned=(*plan.unplanned, *more))
 
 
 def _fit(
@@ -352,16 +475,15 @@ def _fit(
     return fitted, budget_out
 
 
-def _rank(problem: Problem, plan: Plan, work: Mapping[str, float], tenant: Mapping[str, str], most: float) -> tuple:
+def _rank(plan: Plan, shares: _Shares, most: float) -> tuple:
     """Order of plans: least loss, then lowest objective. The loss counts every GPU-hour a tenant lacks of its fair
-    share (beyond one job, shortfalls under 0.5 % of the work as none) and every GPU-hour planned less than ``most``,
-    the most any plan places: fairness is bought by moving work between tenants, not by planning less of it."""
+    share (``shares``; shortfalls under 0.5 % of the work as none) and every GPU-hour planned less than ``most``, the
+    most any plan places: fairness is bought by moving work between tenants, not by planning less of it."""
     if plan.status is PlanStatus.NO_SOLUTION:
         return (float("inf"),)
-    shares = measure(problem, plan, work, tenant)
     planned = sum(shares.planned.values())
     short = shares.exact_short if shares.exact_short > SHORT_TOL * planned else 0.0
-    return (round(short + max(0.0, most - planned), 6), plan.objective)
+    return (round(short + LOST_WEIGHT * max(0.0, most - planned), 6), plan.objective)
 
 
 def _finish(problem: Problem, plan: Plan, budget_out: list[Unplanned], shares: _Shares, name: str,

@@ -33,6 +33,7 @@ from app.models import Assignment, HardwareType, Job, Plan, Run, Tenant, TenantP
 from app.services.assignments import current_plan, running_hours
 from optimizer import Problem as OptProblem
 from optimizer import Unplanned, UnplannedReason
+from optimizer.tenancy import BudgetWindow as OptBudgetWindow
 from optimizer.tenancy import TenantPolicy as OptTenantPolicy
 
 PERIODS = ("month", "quarter")
@@ -123,20 +124,40 @@ def gpus_running(session: Session, tenant_id: int) -> dict[str, int]:
     return dict(out)
 
 
-def _gpu_hours_left(session: Session, row: TenantPolicy, now: datetime, horizon_end: datetime) -> float | None:
-    """GPU-hours the tenant may still be given: under the monthly quota, and the daily quota over the days the
-    horizon touches (today's use counted)."""
-    left: float | None = None
+#: A budget or quota over part of the horizon, in time: (start, end, {metric: what is left}).
+TimeWindow = tuple[datetime, datetime, dict[str, float]]
+
+
+def _gpu_hours_left(
+    session: Session, row: TenantPolicy, now: datetime, horizon_end: datetime
+) -> tuple[float | None, list[TimeWindow]]:
+    """GPU-hours the tenant may still be given: the monthly quota (less this month's runs) over the whole horizon when
+    it ends within the month, else as a window to the month's end and the full quota for the next month; the daily
+    quota as one window per day the horizon touches (today's less today's runs)."""
+    whole: float | None = None
+    windows: list[TimeWindow] = []
     if row.max_gpu_hours_per_month is not None:
-        u = usage(session, row.tenant_id, *period_bounds(now, "month"))
-        left = row.max_gpu_hours_per_month - u.spent["gpu_hours"] - u.in_flight["gpu_hours"]
+        start, end = period_bounds(now, "month")
+        u = usage(session, row.tenant_id, start, end)
+        left = max(0.0, row.max_gpu_hours_per_month - u.spent["gpu_hours"] - u.in_flight["gpu_hours"])
+        if horizon_end <= end:
+            whole = left
+        else:
+            windows.append((now, end, {"gpu_hours": left}))
+            while end < horizon_end:
+                nxt = period_bounds(end, "month")[1]
+                windows.append((end, nxt, {"gpu_hours": float(row.max_gpu_hours_per_month)}))
+                end = nxt
     if row.max_gpu_hours_per_day is not None:
         day = datetime(now.year, now.month, now.day, tzinfo=UTC)
         u = usage(session, row.tenant_id, day, day + timedelta(days=1))
-        extra_days = max(0, math.ceil((horizon_end - day - timedelta(days=1)).total_seconds() / 86400))
-        daily = row.max_gpu_hours_per_day * (1 + extra_days) - u.spent["gpu_hours"] - u.in_flight["gpu_hours"]
-        left = daily if left is None else min(left, daily)
-    return None if left is None else max(0.0, left)
+        today = row.max_gpu_hours_per_day - u.spent["gpu_hours"] - u.in_flight["gpu_hours"]
+        windows.append((now, day + timedelta(days=1), {"gpu_hours": max(0.0, today)}))
+        day += timedelta(days=1)
+        while day < horizon_end:
+            windows.append((day, day + timedelta(days=1), {"gpu_hours": float(row.max_gpu_hours_per_day)}))
+            day += timedelta(days=1)
+    return whole, windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +167,13 @@ class PlanningTenants:
     tenant_of: dict[int, str]  # job id -> tenant slug
     policies: tuple[OptTenantPolicy, ...]
     held: dict[int, str]  # job id -> why it waits (the queue quota)
+    windows: dict[str, tuple[TimeWindow, ...]] = field(default_factory=dict)  # slug -> limits over part of the horizon
 
 
 def planning_tenants(session: Session, jobs: list[Job], *, now: datetime, horizon_end: datetime) -> PlanningTenants:
     """Tenants of ``jobs`` with their weights, what is left of their budgets and quotas, and the jobs over their
-    queue quota (those wait, best first kept: higher priority, then older)."""
+    queue quota (those wait, best first kept: higher priority, then older). A budget whose period ends inside the
+    horizon holds what is left until the period's end and the full budget after it (windows)."""
     slugs = dict(session.execute(select(Tenant.id, Tenant.slug)).all())
     rows = {r.tenant_id: r for r in session.scalars(select(TenantPolicy))}
     tenant_of = {j.id: slugs[j.tenant_id] for j in jobs}
@@ -159,6 +182,7 @@ def planning_tenants(session: Session, jobs: list[Job], *, now: datetime, horizo
     for j in jobs:
         by_tenant[j.tenant_id].append(j)
     policies = []
+    windows: dict[str, tuple[TimeWindow, ...]] = {}
     for tenant_id, mine in by_tenant.items():
         row = rows.get(tenant_id)
         if row is None:
@@ -166,22 +190,31 @@ def planning_tenants(session: Session, jobs: list[Job], *, now: datetime, horizo
         if row.max_queued_jobs is not None:
             for j in sorted(mine, key=lambda j: (-j.priority, j.id))[row.max_queued_jobs:]:
                 held[j.id] = f"quota: {len(mine)} jobs waiting, max_queued_jobs {row.max_queued_jobs}"
-        u = usage(session, tenant_id, *period_bounds(now, row.budget_period))
-        left = {m: getattr(row, col) - u.spent[m] - u.in_flight[m] for col, m in BUDGETS.items()
+        start, end = period_bounds(now, row.budget_period)
+        u = usage(session, tenant_id, start, end)
+        left = {m: max(0.0, getattr(row, col) - u.spent[m] - u.in_flight[m]) for col, m in BUDGETS.items()
                 if getattr(row, col) is not None}
+        full = {m: float(getattr(row, col)) for col, m in BUDGETS.items() if getattr(row, col) is not None}
+        mine_windows: list[TimeWindow] = []
+        if left and horizon_end > end:  # the period ends inside the horizon: this one's rest, then the next ones
+            mine_windows.append((now, end, left))
+            while end < horizon_end:
+                nxt = period_bounds(end, row.budget_period)[1]
+                mine_windows.append((end, nxt, full))
+                end = nxt
+            left = {}
+        gpu_whole, gpu_windows = _gpu_hours_left(session, row, now, horizon_end)
+        mine_windows.extend(gpu_windows)
+        if mine_windows:
+            windows[slugs[tenant_id]] = tuple(mine_windows)
         running = gpus_running(session, tenant_id)
         policies.append(OptTenantPolicy(
             slugs[tenant_id], weight=row.weight,
-            cost_budget=_floor0(left.get("cost")), energy_budget_kwh=_floor0(left.get("energy_kwh")),
-            carbon_budget_kg=_floor0(left.get("carbon_kg")),
-            gpu_hours_budget=_gpu_hours_left(session, row, now, horizon_end),
+            cost_budget=left.get("cost"), energy_budget_kwh=left.get("energy_kwh"),
+            carbon_budget_kg=left.get("carbon_kg"), gpu_hours_budget=gpu_whole,
             max_gpus={hw: max(0, int(cap) - running.get(hw, 0)) for hw, cap in (row.max_gpus or {}).items()},
         ))
-    return PlanningTenants(tenant_of, tuple(policies), held)
-
-
-def _floor0(x: float | None) -> float | None:
-    return None if x is None else max(0.0, x)
+    return PlanningTenants(tenant_of, tuple(policies), held, windows)
 
 
 def dispatch_hold(session: Session, job: Job, assignment: Assignment, *, now: datetime) -> str | None:
@@ -203,7 +236,9 @@ def dispatch_hold(session: Session, job: Job, assignment: Assignment, *, now: da
         if budget is not None and u.spent[m] + u.in_flight[m] + this[m] > budget * (1 + 1e-9):
             short = u.spent[m] + u.in_flight[m] + this[m] - budget
             return f"budget: {m} short {short:.3f} (spent {u.spent[m]:.3f}, in flight {u.in_flight[m]:.3f}, budget {budget})"
-    gh_left = _gpu_hours_left(session, row, now, now)
+    whole, windows = _gpu_hours_left(session, row, now, now)
+    lefts = ([] if whole is None else [whole]) + [w[2]["gpu_hours"] for w in windows if w[0] <= now < w[1]]
+    gh_left = min(lefts) if lefts else None
     if gh_left is not None and this["gpu_hours"] > gh_left + 1e-9:
         return f"quota: gpu_hours short {this['gpu_hours'] - gh_left:.3f} (left {gh_left:.3f})"
     return None
@@ -287,7 +322,18 @@ def burn_down(session: Session, tenant: Tenant, *, now: datetime, currency: str 
 def with_tenants(problem: OptProblem, tenants: PlanningTenants) -> OptProblem:
     """``problem`` with each job's tenant and the tenants' weights and what is left of their budgets and quotas."""
     jobs = tuple(dataclasses.replace(j, tenant=tenants.tenant_of.get(int(j.job_id), "")) for j in problem.jobs)
-    return dataclasses.replace(problem, jobs=jobs, tenants=tenants.policies)
+    slot = timedelta(minutes=problem.slot_minutes)
+    policies = []
+    for p in tenants.policies:
+        wins = []
+        for start, end, left in tenants.windows.get(p.name, ()):
+            # a slot the window boundary cuts counts in both windows (never past either)
+            lo = max(0, math.floor((start - problem.start) / slot))
+            hi = min(problem.n_slots, math.ceil((end - problem.start) / slot))
+            if hi > lo:
+                wins.append(OptBudgetWindow(lo, hi, **{k: v for k, v in left.items()}))
+        policies.append(dataclasses.replace(p, windows=tuple(wins)) if wins else p)
+    return dataclasses.replace(problem, jobs=jobs, tenants=tuple(policies))
 
 
 def held_unplanned(tenants: PlanningTenants) -> tuple[Unplanned, ...]:

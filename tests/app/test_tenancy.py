@@ -3,6 +3,7 @@ dispatch, shown to each tenant (issue 21)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -224,3 +225,28 @@ def test_monthly_report_gains_the_tenants_budget_columns(client, session, small_
     # the budget columns, then the provenance of the market data, always last
     assert header[-5:] == ["budget_period", "cost_budget", "energy_budget_kwh", "carbon_budget_kg", "market_data"]
     assert total[-5:-1] == ["quarter", "25000.000", "", "40000.000"]
+
+
+def test_a_budget_period_ending_inside_the_horizon_gives_the_next_period_its_full_budget(session, small_fleet):
+    # 4 h before the month ends: January's carbon budget is used up by metered runs, February's is whole
+    small_id = tenant(session, "small")
+    (job,) = add_jobs(session, small_id, 1, priority=0)
+    tenancy.set_policy(session, "small", {"carbon_budget_kg": 12.0, "max_gpu_hours_per_day": 40.0})
+    end = datetime(2030, 2, 1, tzinfo=UTC)
+    metered_run(session, small_id, carbon_kg=12.0, at=end - timedelta(days=2), gpus=1)
+    now = end - timedelta(hours=4)
+    got = tenancy.planning_tenants(session, [job], now=now, horizon_end=now + timedelta(hours=24))
+    (policy,) = got.policies
+    assert policy.carbon_budget_kg is None  # no whole-horizon figure: one per period instead
+    windows = got.windows["small"]
+    assert (now, end, {"carbon_kg": 0.0}) in windows and (end, datetime(2030, 3, 1, tzinfo=UTC), {"carbon_kg": 12.0}) in windows
+    days = [w for w in windows if "gpu_hours" in w[2]]  # the daily quota per day: today less today's runs, then whole
+    assert [w[2]["gpu_hours"] for w in days] == [40.0, 40.0] and days[1][0] == end
+    # on the planner's slots (hourly from now): January is slots 0-4, February 4-24
+    from tests.optimizer.conftest import job as opt_job
+    from tests.optimizer.conftest import problem as opt_problem
+    from tests.optimizer.conftest import region as opt_region
+
+    pb = dataclasses.replace(opt_problem([opt_region("DE", [50.0] * 24)], [opt_job(str(job.id), n_slots=24)]), start=now)
+    slots = {(w.start_slot, w.end_slot, w.carbon_kg, w.gpu_hours) for w in tenancy.with_tenants(pb, got).tenants[0].windows}
+    assert (0, 4, 0.0, None) in slots and (4, 24, 12.0, None) in slots and (4, 24, None, 40.0) in slots
