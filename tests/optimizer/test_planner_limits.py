@@ -84,7 +84,7 @@ def test_the_lp_bound_never_exceeds_the_exact_optimum_of_tiny_instances_with_int
         assert lower <= exact + 1e-9, (specs, lower, exact)
         if info["converged"]:  # the LP relaxation of every plan check_plan accepts is below every such plan
             assert info["lp_value"] <= exact + 1e-9, (specs, info["lp_value"], exact)
-        plan = solve(pb, SolveParams(time_limit_s=2.0))
+        plan = solve(pb, SolveParams(time_limit_s=20.0))  # tiny: done long before; the margin is for a busy machine
         assert check_plan(pb, plan).ok
         assert plan.penalised_bound is not None and plan.penalised_bound <= exact + 1e-9
 
