@@ -3,13 +3,23 @@
 The run key is the job name, and the comment carries ``run_key;power_w_per_gpu=P;gpus=N`` so that energy
 can be estimated without our database. Submission is idempotent across workers: a job is submitted held,
 then among the jobs of that name the lowest id is kept and released and any other held twin is cancelled.
+
+Tenants: Slurm lets a job read the batch script (hence the environment) of every job of its own user
+(``scontrol write batch_script``), so one Slurm user is one trust domain. In CLI mode with the service running as
+root, each tenant's jobs are submitted as that tenant's own unprivileged user (``runuser -u USER -- sbatch``,
+``run_as``), with output in a 0700 directory of that user under ``workdir``; Slurm then refuses one tenant's job
+the scripts of another's. A cluster can also be bound to one tenant (``tenant``), as it must be in REST mode, where
+every job runs as the one user of the token.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import pwd
 import re
+import stat
 import subprocess
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -24,6 +34,8 @@ from connectors.base import (
     JobSpec,
     RunStatus,
     RuntimeState,
+    TENANT_SCHEMA,
+    check_tenant,
     estimate_energy,
     read_tail,
 )
@@ -48,6 +60,8 @@ _USABLE_NODE_STATES = ("IDLE", "MIXED", "ALLOCATED", "COMPLETING")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: What every Slurm job starts from, under its own ``env`` (Slurm adds its SLURM_* and GPU variables).
 JOB_BASE_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
+#: OS user names: what useradd accepts, at most 32 characters.
+_USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
 def map_state(slurm_state: str) -> RunStatus:
@@ -99,6 +113,13 @@ class SlurmConnector:
             "rest_token": {"type": ["string", "null"], "default": None, "secret": True},
             "energy_from_accounting": {"type": "boolean", "default": False},
             "timeout_s": {"type": "number", "minimum": 0.1, "default": 15.0},
+            "tenant": dict(TENANT_SCHEMA),
+            # who jobs run as: "tenant" = each tenant's own user (CLI, service as root), "service" = the service's
+            # account (CLI) or the token's user (REST): one trust domain; "auto" = "tenant" where it can work
+            "run_as": {"type": "string", "enum": ["auto", "tenant", "service"], "default": "auto"},
+            "tenant_users": {"type": "object", "additionalProperties": {"type": "string"}, "default": {}},
+            "tenant_user_prefix": {"type": "string", "default": "gs-tenant-"},
+            "create_users": {"type": "boolean", "default": True},
         },
     }
 
@@ -124,6 +145,39 @@ class SlurmConnector:
         slurm_conf = config["slurm_conf"] or os.environ.get("SLURM_CONF")
         if slurm_conf:
             self._env["SLURM_CONF"] = slurm_conf
+        self.run_as = self._check_run_as(config)
+
+    def _check_run_as(self, config: dict[str, Any]) -> str:
+        """``tenant`` or ``service``: what ``run_as`` means here; a setting that cannot work is refused."""
+        for tenant, user in config["tenant_users"].items():
+            if not _USER_NAME.match(user) or user == "root":
+                raise ConfigError(f"config.tenant_users.{tenant}: {user!r} is not an unprivileged user name",
+                                  field=f"config.tenant_users.{tenant}", kind=self.kind)  # fmt: skip
+        run_as = config["run_as"]
+        can_switch = config["mode"] == "cli" and os.geteuid() == 0
+        if run_as == "auto":
+            return "tenant" if can_switch else "service"
+        if run_as == "tenant" and not can_switch:
+            why = "mode is 'rest' (jobs run as the token's user: bind the cluster to one tenant with config.tenant)" \
+                if config["mode"] == "rest" else "the service does not run as root (it cannot submit as another user)"
+            raise ConfigError(f"config.run_as: 'tenant' cannot work here: {why}", field="config.run_as",
+                              kind=self.kind)  # fmt: skip
+        return run_as
+
+    def user_of(self, tenant: str | None) -> str | None:
+        """The OS/Slurm user that runs ``tenant``'s jobs, or None when they run as the service (``run_as``)."""
+        if self.run_as != "tenant" or tenant is None:
+            return None
+        named = self.config["tenant_users"].get(tenant)
+        if named:
+            return str(named)
+        name = f"{self.config['tenant_user_prefix']}{tenant}"
+        if not _USER_NAME.match(name):  # too long or odd: a stable short name from the slug
+            name = f"{self.config['tenant_user_prefix']}{hashlib.sha256(tenant.encode()).hexdigest()[:12]}"
+        if not _USER_NAME.match(name):
+            raise ConfigError(f"config.tenant_user_prefix: {self.config['tenant_user_prefix']!r} makes no valid "
+                              "user name", field="config.tenant_user_prefix", kind=self.kind)  # fmt: skip
+        return name
 
     @classmethod
     def enabled(cls) -> bool:
@@ -150,6 +204,7 @@ class SlurmConnector:
         """Submit ``spec`` held, keep the lowest job id of its run key, release it; return that id."""
         if spec.command is None:
             raise ConfigError(f"run {spec.run_key}: Slurm needs a command", field="command", kind=self.kind)
+        check_tenant(self.config, spec, self.kind)
         if self.find(spec.run_key) is None:
             self._submit_held(spec)
         return self._settle(spec.run_key)
@@ -202,12 +257,68 @@ class SlurmConnector:
 
     # -- submission ----------------------------------------------------------------------------------------
     def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
-        """Tail of the job's output file, ``<workdir>/<job name>-<job id>.out`` (read where the workdir is shared
-        with this host, as on the one-node clusters; None when the file is not reachable here)."""
+        """Tail of the job's output file, ``<workdir>[/<tenant user>]/<job name>-<job id>.out`` (read where the
+        workdir is shared with this host, as on the one-node clusters; None when the file is not reachable here)."""
         job = self._job(runtime_job_id)
         if job is None or not job.get("name"):
             return None
-        return read_tail(f"{self.config['workdir']}/{job['name']}-{runtime_job_id}.out", max_bytes)
+        if job.get("std_out"):
+            return read_tail(job["std_out"], max_bytes)
+        name = f"{job['name']}-{runtime_job_id}.out"
+        for path in (f"{self.config['workdir']}/{name}", *self._tenant_dirs(name)):
+            text = read_tail(path, max_bytes)
+            if text is not None:
+                return text
+        return None
+
+    def _tenant_dirs(self, name: str) -> list[str]:
+        """``name`` in each directory of a tenant user under the workdir (a job the controller has forgotten)."""
+        try:
+            return [os.path.join(e.path, name) for e in os.scandir(self.config["workdir"])
+                    if e.is_dir(follow_symlinks=False)]  # fmt: skip
+        except OSError:
+            return []
+
+    def _tenant_workdir(self, user: str) -> str:
+        """``<workdir>/<user>``, a directory of the user alone (0700): its jobs' output is no one else's to read.
+
+        Raises
+        ------
+        ConnectorError
+            When the user does not exist (and ``create_users`` is off) or the path is not its directory.
+        """
+        try:
+            entry = pwd.getpwnam(user)
+        except KeyError:
+            if not self.config["create_users"]:
+                raise ConnectorError(f"Slurm submit user {user!r} does not exist (config.create_users is off: "
+                                     "create it on every node)", retryable=False, kind=self.kind) from None  # fmt: skip
+            from connectors.local_users import ensure_user
+
+            try:
+                entry = ensure_user(user)
+            except RuntimeError as exc:
+                raise ConnectorError(str(exc), retryable=False, kind=self.kind) from exc
+        if entry.pw_uid == 0:
+            raise ConnectorError(f"Slurm submit user {user!r} has uid 0", retryable=False, kind=self.kind)
+        path = os.path.join(self.config["workdir"], user)
+        try:
+            os.makedirs(self.config["workdir"], exist_ok=True)
+            try:
+                os.mkdir(path, 0o700)
+            except FileExistsError:
+                pass
+            info = os.lstat(path)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (0, entry.pw_uid):
+                # someone else made it first (a symlink or a directory of another user): never write there
+                raise ConnectorError(f"{path} is not a directory of {user} (owner uid {info.st_uid}); remove it",
+                                     retryable=False, kind=self.kind)  # fmt: skip
+            os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+            os.chmod(path, 0o700)
+        except OSError as exc:
+            raise ConnectorError(f"cannot prepare {path} for {user}: {exc}", retryable=False,
+                                 kind=self.kind) from exc  # fmt: skip
+        return path
 
     def _script(self, spec: JobSpec) -> str:
         """The batch script: it sets the job's whole environment (the submission exports none: ``--export=NONE``)."""
@@ -240,15 +351,16 @@ class SlurmConnector:
                     job[key] = self.config[key]
             self.rest.submit(self._script(spec), job)
             return
+        user = self.user_of(spec.tenant)
+        workdir = self._tenant_workdir(user) if user else self.config["workdir"]
         args = ["sbatch", "--parsable", "--hold", "--export=NONE", f"--job-name={spec.run_key}", f"--comment={comment}",
-                f"--time={spec.time_limit_minutes}", f"--chdir={self.config['workdir']}",
-                f"--output={self.config['workdir']}/%x-%j.out"]  # fmt: skip
+                f"--time={spec.time_limit_minutes}", f"--chdir={workdir}", f"--output={workdir}/%x-%j.out"]  # fmt: skip
         if gres:
             args.append(f"--gres=gpu:{gres}")
         if begin_s > 0:
             args.append(f"--begin=now+{begin_s}")
         args += [f"--{key}={self.config[key]}" for key in ("partition", "account") if self.config[key]]
-        self._run(*args, stdin=self._script(spec))
+        self._run(*args, stdin=self._script(spec), as_user=user)
 
     def _settle(self, run_key: str) -> str:
         """Keep the lowest job id of ``run_key``: cancel held twins, release the keeper if held."""
@@ -301,6 +413,7 @@ class SlurmConnector:
                 kv.get("EndTime"),
                 kv.get("ExitCode"),
                 kv.get("Comment"),
+                kv.get("StdOut"),
             )
         rows = self._sacct(["-j", job_id], fields="JobID,JobName,State,Start,End,ExitCode")
         rows = [row for row in rows if row.split("|")[0] == job_id]
@@ -322,21 +435,22 @@ class SlurmConnector:
         return [line for line in out.splitlines() if line and "." not in line.split("|")[0]]
 
     @staticmethod
-    def _normalize(job_id, name, state, reason, start, end, exit_code, comment) -> dict[str, Any]:
+    def _normalize(job_id, name, state, reason, start, end, exit_code, comment, std_out=None) -> dict[str, Any]:
         code: int | None = None
         if exit_code not in (None, ""):
             number, _, signal = str(exit_code).partition(":")
             code = -int(signal) if signal and int(signal) else int(number)
         return {"job_id": str(job_id), "name": name, "job_state": state or "", "state_reason": reason,
                 "start_time": _parse_time(start), "end_time": _parse_time(end), "exit_code": code,
-                "comment": comment}  # fmt: skip
+                "comment": comment, "std_out": std_out if std_out and "%" not in std_out else None}  # fmt: skip
 
     def _from_rest(self, raw: dict[str, Any]) -> dict[str, Any]:
         code = raw.get("exit_code")
         if isinstance(code, int) and code > 255:  # a raw wait status
             code = code >> 8
         job = self._normalize(raw.get("job_id"), raw.get("name"), raw.get("job_state"), raw.get("state_reason"),
-                              raw.get("start_time"), raw.get("end_time"), None, raw.get("comment"))  # fmt: skip
+                              raw.get("start_time"), raw.get("end_time"), None, raw.get("comment"),
+                              raw.get("standard_output"))  # fmt: skip
         job["exit_code"] = code
         return job
 
@@ -353,11 +467,16 @@ class SlurmConnector:
                               "state": kv.get("State", "")})  # fmt: skip
         return nodes
 
-    def _run(self, *args: str, stdin: str | None = None, ok_errors: tuple[str, ...] = ()) -> str:
-        """Run a Slurm command with this cluster's SLURM_CONF and TZ=UTC; wrap failures in ConnectorError."""
+    def _run(self, *args: str, stdin: str | None = None, ok_errors: tuple[str, ...] = (),
+             as_user: str | None = None) -> str:  # fmt: skip
+        """Run a Slurm command with this cluster's SLURM_CONF and TZ=UTC (as ``as_user`` through ``runuser`` when
+        given); wrap failures in ConnectorError."""
         binary = os.path.join(self.config["bin_dir"], args[0]) if self.config["bin_dir"] else args[0]
+        argv = [binary, *args[1:]]
+        if as_user:
+            argv = ["runuser", "-u", as_user, "--", *argv]
         try:
-            done = subprocess.run([binary, *args[1:]], input=stdin, env=self._env, capture_output=True, text=True,
+            done = subprocess.run(argv, input=stdin, env=self._env, capture_output=True, text=True,
                                   timeout=self.timeout_s)  # fmt: skip
         except FileNotFoundError as exc:
             raise ConnectorError(
