@@ -123,7 +123,7 @@ class RayConnector:
     def _wrap(self, what: str, exc: Exception) -> ConnectorError:
         text = str(exc)
         transient = isinstance(exc, ConnectionError | TimeoutError) or any(
-            s in text for s in ("Failed to connect", "timed out", "Connection", "503", "502", "504")
+            s in text for s in ("Failed to connect", "timed out", "Connection", "503", "502", "504", "try again later")
         )
         return ConnectorError(f"ray {what}: {text[:300]}", retryable=transient, kind=self.kind)
 
