@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from connectors.base import (
+    TENANT_SCHEMA,
     Capacity,
     ConfigError,
     ConnectorError,
@@ -28,7 +29,6 @@ from connectors.base import (
     JobSpec,
     RunStatus,
     RuntimeState,
-    TENANT_SCHEMA,
     check_tenant,
     estimate_energy,
 )

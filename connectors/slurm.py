@@ -14,18 +14,16 @@ every job runs as the one user of the token.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
-import pwd
 import re
-import stat
 import subprocess
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from connectors.base import (
+    TENANT_SCHEMA,
     Capacity,
     ConfigError,
     ConnectorError,
@@ -34,11 +32,11 @@ from connectors.base import (
     JobSpec,
     RunStatus,
     RuntimeState,
-    TENANT_SCHEMA,
     check_tenant,
     estimate_energy,
     read_tail,
 )
+from connectors.slurm_users import check_run_as, tenant_user, tenant_workdir
 
 __all__ = ["SlurmConnector", "map_state", "parse_gres"]
 
@@ -60,8 +58,6 @@ _USABLE_NODE_STATES = ("IDLE", "MIXED", "ALLOCATED", "COMPLETING")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: What every Slurm job starts from, under its own ``env`` (Slurm adds its SLURM_* and GPU variables).
 JOB_BASE_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
-#: OS user names: what useradd accepts, at most 32 characters.
-_USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
 def map_state(slurm_state: str) -> RunStatus:
@@ -145,39 +141,11 @@ class SlurmConnector:
         slurm_conf = config["slurm_conf"] or os.environ.get("SLURM_CONF")
         if slurm_conf:
             self._env["SLURM_CONF"] = slurm_conf
-        self.run_as = self._check_run_as(config)
-
-    def _check_run_as(self, config: dict[str, Any]) -> str:
-        """``tenant`` or ``service``: what ``run_as`` means here; a setting that cannot work is refused."""
-        for tenant, user in config["tenant_users"].items():
-            if not _USER_NAME.match(user) or user == "root":
-                raise ConfigError(f"config.tenant_users.{tenant}: {user!r} is not an unprivileged user name",
-                                  field=f"config.tenant_users.{tenant}", kind=self.kind)  # fmt: skip
-        run_as = config["run_as"]
-        can_switch = config["mode"] == "cli" and os.geteuid() == 0
-        if run_as == "auto":
-            return "tenant" if can_switch else "service"
-        if run_as == "tenant" and not can_switch:
-            why = "mode is 'rest' (jobs run as the token's user: bind the cluster to one tenant with config.tenant)" \
-                if config["mode"] == "rest" else "the service does not run as root (it cannot submit as another user)"
-            raise ConfigError(f"config.run_as: 'tenant' cannot work here: {why}", field="config.run_as",
-                              kind=self.kind)  # fmt: skip
-        return run_as
+        self.run_as = check_run_as(config, self.kind)
 
     def user_of(self, tenant: str | None) -> str | None:
         """The OS/Slurm user that runs ``tenant``'s jobs, or None when they run as the service (``run_as``)."""
-        if self.run_as != "tenant" or tenant is None:
-            return None
-        named = self.config["tenant_users"].get(tenant)
-        if named:
-            return str(named)
-        name = f"{self.config['tenant_user_prefix']}{tenant}"
-        if not _USER_NAME.match(name):  # too long or odd: a stable short name from the slug
-            name = f"{self.config['tenant_user_prefix']}{hashlib.sha256(tenant.encode()).hexdigest()[:12]}"
-        if not _USER_NAME.match(name):
-            raise ConfigError(f"config.tenant_user_prefix: {self.config['tenant_user_prefix']!r} makes no valid "
-                              "user name", field="config.tenant_user_prefix", kind=self.kind)  # fmt: skip
-        return name
+        return tenant_user(self.config, tenant) if self.run_as == "tenant" else None
 
     @classmethod
     def enabled(cls) -> bool:
@@ -279,47 +247,6 @@ class SlurmConnector:
         except OSError:
             return []
 
-    def _tenant_workdir(self, user: str) -> str:
-        """``<workdir>/<user>``, a directory of the user alone (0700): its jobs' output is no one else's to read.
-
-        Raises
-        ------
-        ConnectorError
-            When the user does not exist (and ``create_users`` is off) or the path is not its directory.
-        """
-        try:
-            entry = pwd.getpwnam(user)
-        except KeyError:
-            if not self.config["create_users"]:
-                raise ConnectorError(f"Slurm submit user {user!r} does not exist (config.create_users is off: "
-                                     "create it on every node)", retryable=False, kind=self.kind) from None  # fmt: skip
-            from connectors.local_users import ensure_user
-
-            try:
-                entry = ensure_user(user)
-            except RuntimeError as exc:
-                raise ConnectorError(str(exc), retryable=False, kind=self.kind) from exc
-        if entry.pw_uid == 0:
-            raise ConnectorError(f"Slurm submit user {user!r} has uid 0", retryable=False, kind=self.kind)
-        path = os.path.join(self.config["workdir"], user)
-        try:
-            os.makedirs(self.config["workdir"], exist_ok=True)
-            try:
-                os.mkdir(path, 0o700)
-            except FileExistsError:
-                pass
-            info = os.lstat(path)
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (0, entry.pw_uid):
-                # someone else made it first (a symlink or a directory of another user): never write there
-                raise ConnectorError(f"{path} is not a directory of {user} (owner uid {info.st_uid}); remove it",
-                                     retryable=False, kind=self.kind)  # fmt: skip
-            os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
-            os.chmod(path, 0o700)
-        except OSError as exc:
-            raise ConnectorError(f"cannot prepare {path} for {user}: {exc}", retryable=False,
-                                 kind=self.kind) from exc  # fmt: skip
-        return path
-
     def _script(self, spec: JobSpec) -> str:
         """The batch script: it sets the job's whole environment (the submission exports none: ``--export=NONE``)."""
         env = {**JOB_BASE_ENV, **spec.env, "GRIDSHIFT_RUN_KEY": spec.run_key}
@@ -352,7 +279,7 @@ class SlurmConnector:
             self.rest.submit(self._script(spec), job)
             return
         user = self.user_of(spec.tenant)
-        workdir = self._tenant_workdir(user) if user else self.config["workdir"]
+        workdir = tenant_workdir(self.config, user, self.kind) if user else self.config["workdir"]
         args = ["sbatch", "--parsable", "--hold", "--export=NONE", f"--job-name={spec.run_key}", f"--comment={comment}",
                 f"--time={spec.time_limit_minutes}", f"--chdir={workdir}", f"--output={workdir}/%x-%j.out"]  # fmt: skip
         if gres:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
-from app.enums import JobState, RunState
 from sqlalchemy import update
 
+from app.enums import JobState, RunState
 from app.models import Cluster, Job, Run
 from app.services import auth, series
 from app.services.dispatch import claim as dispatch_claim

@@ -267,7 +267,8 @@ def test_a_slurm_job_cannot_read_another_tenants_script_env_or_output(slurm_clus
         output = _slurm_log(slurm, bravo)
         assert output.splitlines()[0] == users["bravo"], output[:500]
         assert ALPHA_SECRET not in output, "bravo's job read alpha's secret"
-        assert "denied" in output.lower(), output[:2000]  # Slurm refused the script, the file system the rest
+        assert "job script retrieval failed" in output, output[:2000]  # Slurm refused it ("Invalid user id")
+        assert "Permission denied" in output, output[:2000]  # and the file system alpha's spool
         same = slurm.submit(JobSpec(run_key=f"gs-alpha2-s-{tail}", name="a2", hardware="h100", gpu_count=0,
                                     command=read, tenant="alpha"))  # fmt: skip
         assert wait(slurm, same) is RunStatus.SUCCEEDED
