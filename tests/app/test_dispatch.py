@@ -78,8 +78,13 @@ def test_a_run_keeps_its_hardware_when_its_assignment_is_gone(session, settings,
 def test_a_job_goes_only_to_a_cluster_that_serves_its_tenant(session, settings, tenant_id, clusters):
     """A cluster bound to a tenant (config ``tenant``: one trust domain) takes that tenant's runs before any unbound
     cluster of its region, and never another tenant's: a region whose only cluster is another's has none to offer."""
+    from app.errors import ValidationFailed
     from app.services import fleet
 
+    with pytest.raises(ValidationFailed) as info:  # a binding names a tenant that exists
+        fleet.upsert_cluster(session, "fi-typo", "fi", "slurm", {"tenant": "team-c", "run_as": "service"})
+    assert info.value.errors[0].field == "config.tenant"
+    auth.create_tenant(session, "team-b")
     fleet.upsert_cluster(session, "fi-other", "fi", "slurm", {"tenant": "team-b", "run_as": "service"})
     fleet.upsert_cluster(session, "de-own", "de", "slurm", {"tenant": "team-a", "run_as": "service"})
     session.execute(update(Cluster).where(Cluster.name == "fi-local").values(enabled=False))
