@@ -30,8 +30,9 @@ def check_run_as(config: dict[str, Any], kind: str) -> str:
     Raises
     ------
     ConfigError
-        ``run_as: tenant`` in REST mode or without root (field ``config.run_as``), or a ``tenant_users`` entry that
-        is no unprivileged user name (field ``config.tenant_users.<slug>``).
+        ``run_as: tenant`` in REST mode or without root, ``run_as: service`` in CLI mode as root (jobs would run as
+        root) (field ``config.run_as``), or a ``tenant_users`` entry that is no unprivileged user name (field
+        ``config.tenant_users.<slug>``).
     """
     for tenant, user in config["tenant_users"].items():
         if not USER_NAME.match(user) or user == "root":
@@ -41,6 +42,9 @@ def check_run_as(config: dict[str, Any], kind: str) -> str:
     can_switch = config["mode"] == "cli" and os.geteuid() == 0
     if run_as == "auto":
         return "tenant" if can_switch else "service"
+    if run_as == "service" and can_switch:
+        raise ConfigError("config.run_as: 'service' would run every tenant's jobs as root (the service's user): use "
+                          "'tenant' or 'auto'", field="config.run_as", kind=kind)  # fmt: skip
     if run_as == "tenant" and not can_switch:
         why = ("mode is 'rest' (jobs run as the token's user: bind the cluster to one tenant with config.tenant)"
                if config["mode"] == "rest" else "the service does not run as root (it cannot submit as another user)")

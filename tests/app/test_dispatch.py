@@ -82,11 +82,11 @@ def test_a_job_goes_only_to_a_cluster_that_serves_its_tenant(session, settings, 
     from app.services import fleet
 
     with pytest.raises(ValidationFailed) as info:  # a binding names a tenant that exists
-        fleet.upsert_cluster(session, "fi-typo", "fi", "slurm", {"tenant": "team-c", "run_as": "service"})
+        fleet.upsert_cluster(session, "fi-typo", "fi", "slurm", {"tenant": "team-c"})
     assert info.value.errors[0].field == "config.tenant"
     auth.create_tenant(session, "team-b")
-    fleet.upsert_cluster(session, "fi-other", "fi", "slurm", {"tenant": "team-b", "run_as": "service"})
-    fleet.upsert_cluster(session, "de-own", "de", "slurm", {"tenant": "team-a", "run_as": "service"})
+    fleet.upsert_cluster(session, "fi-other", "fi", "slurm", {"tenant": "team-b"})
+    fleet.upsert_cluster(session, "de-own", "de", "slurm", {"tenant": "team-a"})
     session.execute(update(Cluster).where(Cluster.name == "fi-local").values(enabled=False))
     session.commit()
     de, fi = add_job(session, tenant_id, name="de"), add_job(session, tenant_id, name="fi")

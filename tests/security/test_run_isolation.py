@@ -280,19 +280,23 @@ def test_a_slurm_job_cannot_read_another_tenants_script_env_or_output(slurm_clus
 def test_a_cluster_bound_to_a_tenant_refuses_another_tenants_job_before_any_call() -> None:
     from connectors import ConfigError
 
-    slurm = get_connector("slurm", {"tenant": "alpha", "bin_dir": "/nonexistent", "run_as": "service"})
+    slurm = get_connector("slurm", {"tenant": "alpha", "bin_dir": "/nonexistent"})
     with pytest.raises(ConfigError) as info:
         slurm.submit(JobSpec(run_key="gs-b-1", name="b", hardware="h100", command="true", tenant="bravo"))
     assert info.value.field == "tenant" and "alpha" in str(info.value)
 
 
-def test_slurm_rest_mode_cannot_run_jobs_as_tenant_users() -> None:
+def test_slurm_rest_mode_cannot_run_jobs_as_tenant_users_nor_cli_jobs_as_root() -> None:
     from connectors import ConfigError
 
     with pytest.raises(ConfigError) as info:
         get_connector("slurm", {"mode": "rest", "rest_url": "http://127.0.0.1:9", "rest_user": "u",
                                 "rest_token": "t", "run_as": "tenant"})  # fmt: skip
     assert info.value.field == "config.run_as"
+    if os.geteuid() == 0:
+        with pytest.raises(ConfigError) as info:
+            get_connector("slurm", {"run_as": "service"})
+        assert info.value.field == "config.run_as" and "root" in str(info.value)
 
 
 @pytest.mark.ray
