@@ -26,7 +26,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     logging.getLogger("cmdstanpy").setLevel(logging.WARNING)
 
-    from app import api, celery_app, costs, extensions, logs, metrics, security, web
+    from app import api, celery_app, costs, drain, extensions, logs, metrics, security, web
 
     logs.init_app(app, settings)
     extensions.init_app(app, settings)
@@ -36,6 +36,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     metrics.init_app(app, settings)
     web.init_app(app)
     celery_app.celery_init_app(app, settings)
+    drain.init_app(app, settings)  # a body refused unread is read and dropped, so the close is clean (no 502)
     return app
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from datetime import timedelta
@@ -9,12 +10,13 @@ from pathlib import Path
 
 import click
 
-from app.commands import forecast, hardware, jobs, keys, plan, policy, report
+from app.commands import forecast, hardware, jobs, keys, plan, policy, report, simulate
 from app.config import Settings
 
 #: Every command (group) of app/commands/, added to ``gridshift`` (tests/app/test_wiring.py checks the list).
 COMMAND_GROUPS: tuple[click.Command, ...] = (
     forecast.command, hardware.command, jobs.command, keys.command, plan.command, policy.command, report.command,
+    simulate.command,
 )
 
 
@@ -253,7 +255,47 @@ def _register_commands() -> None:
         main.add_command(command)
 
 
+#: Commands that run without a database at the code's revision: the migrations themselves, key generation, a
+#: backtest of a CSV file.
+WITHOUT_SCHEMA = frozenset({"db", "keys generate", "forecast backtest"})
+
+
+def _check_schema() -> None:
+    """Stop with one line (exit 1) when the database is missing or at another revision than the code's."""
+    from app import migrate
+
+    try:
+        migrate.check_schema(_settings())
+    except migrate.SchemaNotReady as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _require_schema(command: click.Command, path: str = "") -> None:
+    """Make every command under ``command`` (but those of :data:`WITHOUT_SCHEMA`) check the schema first.
+
+    The check wraps each command's own callback, so it runs after click has read the arguments: ``--help`` and
+    usage errors still answer on any database."""
+    if path in WITHOUT_SCHEMA:
+        return
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            _require_schema(sub, f"{path} {name}".strip())
+        return
+    callback = command.callback
+    if callback is None or getattr(callback, "_checks_schema", False):
+        return
+
+    @functools.wraps(callback)
+    def checked(*args: object, **kwargs: object) -> object:
+        _check_schema()
+        return callback(*args, **kwargs)
+
+    checked._checks_schema = True  # type: ignore[attr-defined]
+    command.callback = checked
+
+
 _register_commands()
+_require_schema(main)
 
 if __name__ == "__main__":
     main()

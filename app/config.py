@@ -41,6 +41,9 @@ class Settings:
     nightly_plan_time_limit_s: float = 60.0
     # superseded plans older than this keep their summary; their assignment rows nothing reads are deleted (0: keep)
     plan_retention_days: int = 14
+    # finished plan runs (table plan_runs: every plan made, by whom or what, and its outcome) older than this are
+    # deleted by the hourly clean-up; queued and running ones are kept (0: keep every run)
+    plan_run_retention_days: int = 30
     # what the planner minimises (optimizer.ObjectiveKind): cost, carbon, weighted or carbon_cost_cap
     objective: ObjectiveKind = ObjectiveKind.COST
     carbon_price_per_tonne: float = 80.0  # weighted objective [currency/tCO2eq]
@@ -155,6 +158,8 @@ class Settings:
             values[name] = _coerce(key, known[name].type, raw)
             if name == "plan_retention_days" and values[name] < 0:
                 raise ValueError(f"{key}: must be 0 (keep every plan's rows) or a number of days, got {raw!r}")
+            if name == "plan_run_retention_days" and values[name] < 0:
+                raise ValueError(f"{key}: must be 0 (keep every plan run) or a number of days, got {raw!r}")
         if env.get("PROMETHEUS_MULTIPROC_DIR"):
             values["metrics_multiproc_dir"] = Path(env["PROMETHEUS_MULTIPROC_DIR"])
         values.update(overrides)

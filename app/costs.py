@@ -39,6 +39,8 @@ COSTS = {
     # the request only queues a plan run (202); the solve it asks of a worker is what is charged: ~1.5 s at the demo
     # fleet, so four re-plans a minute within the default budget
     "replan": 150,
+    # a simulation replays up to 92 days, two solves a day: it draws a whole minute of the default budget
+    "simulation": 600,
 }
 #: A batch's validation and storage cost per byte of body: ~3 s of CPU for a 3 MB batch of 10,000 jobs.
 BATCH_BYTES_PER_UNIT = 10_000

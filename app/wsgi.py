@@ -7,8 +7,10 @@ load answers at once instead of spending its first seconds importing, and the wo
 import gc
 import os
 
-from app import create_app
+from app import create_app, migrate
+from app.config import Settings
 
+migrate.require_schema(Settings.from_env(), "web")  # one line and exit 3 on a database behind the code, not a trace
 app = create_app()
 
 # A forked worker must never use a database connection its parent opened: it starts with an empty pool of its

@@ -20,9 +20,15 @@ Trials, each ``--seconds`` long (everything is bounded: sockets, threads and the
 Targets: through nginx, health p99 <= 100 ms and 0 errors; the other tenant's read p50 during the flood within 2x of
 its quiet p50. The last line with ``--json`` is one JSON object.
 
+``--server-cpus``, ``--flood-cpus`` and ``--probe-cpus`` (``taskset`` lists such as ``0`` or ``0-7``) pin gunicorn and
+nginx, the flooding processes and the measuring client to cores of their own, so that the flood measures what the
+server does with a flood, not how flooding processes on the same cores slow it down (PostgreSQL and Redis are not
+pinned). The server's CPU time during a flood is reported for gunicorn and nginx apart.
+
 Usage::
 
-    python bench/abuse_bench.py [--seconds 30] [--trials slow,flood] [--no-cost-limits] [--json]
+    python bench/abuse_bench.py [--seconds 30] [--trials slow,flood] [--no-cost-limits]
+        [--server-cpus 0 --flood-cpus 1] [--json]
 """
 
 from __future__ import annotations
@@ -67,7 +73,12 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path) -
     raise SystemExit(f"{what} did not listen on {port} within 60 s; see {log}")
 
 
-def start_gunicorn(env: BenchEnv, port: int, log: Path, *, cost_limits: bool) -> subprocess.Popen[bytes]:
+def _pinned(cmd: list[str], cpus: str | None) -> list[str]:
+    return ["taskset", "-c", cpus, *cmd] if cpus else cmd
+
+
+def start_gunicorn(env: BenchEnv, port: int, log: Path, *, cost_limits: bool,
+                   cpus: str | None = None) -> subprocess.Popen[bytes]:
     """The production command of docker-compose.yml's web service, on loopback."""
     s = env.settings
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("GRIDSHIFT_")}
@@ -82,13 +93,13 @@ def start_gunicorn(env: BenchEnv, port: int, log: Path, *, cost_limits: bool) ->
         child_env.update(GRIDSHIFT_COST_BUDGET="", GRIDSHIFT_COST_CONCURRENCY="1000")
     cmd = [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}", "--workers", "4", "--timeout", "60",
            "--preload", "--log-level", "warning", "app.wsgi:app"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=child_env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(_pinned(cmd, cpus), cwd=REPO, env=child_env, stdout=log.open("wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
     _wait_port(port, proc, "gunicorn", log)
     return proc
 
 
-def start_nginx(upstream_port: int, port: int, workdir: Path) -> subprocess.Popen[bytes]:
+def start_nginx(upstream_port: int, port: int, workdir: Path, cpus: str | None = None) -> subprocess.Popen[bytes]:
     """nginx with deploy/nginx.conf; only the upstream and listen lines (marked ``# bench:``) are changed."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(binary).exists():
@@ -102,7 +113,7 @@ def start_nginx(upstream_port: int, port: int, workdir: Path) -> subprocess.Pope
     path = workdir / "nginx.conf"
     path.write_text(conf)
     log = workdir / "nginx.log"
-    proc = subprocess.Popen([binary, "-c", str(path), "-g", "daemon off;"], stdout=log.open("wb"),
+    proc = subprocess.Popen(_pinned([binary, "-c", str(path), "-g", "daemon off;"], cpus), stdout=log.open("wb"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     _wait_port(port, proc, "nginx", log)
     return proc
@@ -208,9 +219,12 @@ def trial_slow(name: str, port: int, token: str, slow_token: str, seconds: float
             "health": _stats(results["health"]), "read": _stats(results["read"])}
 
 
-def _flood(port: int, flood_token: str, body: bytes | None, until: float, out: Any) -> None:
+def _flood(port: int, flood_token: str, body: bytes | None, until: float, out: Any,
+           cpus: set[int] | None = None) -> None:
     """One flooding connection loop (in its own process, so that it does not share the prober's interpreter);
     ``body`` None floods the cheapest request instead (the control)."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     codes: dict[int, int] = {}
     while time.time() < until:
         conn = http.client.HTTPConnection(HOST, port, timeout=120)
@@ -242,7 +256,7 @@ def _cpu_s(pgids: list[int]) -> float:
 
 
 def trial_flood(port: int, token: str, flood_token: str, seconds: float, connections: int,
-                server_pgids: list[int], *, cheap: bool = False) -> dict[str, Any]:
+                server_pgids: list[int], *, cheap: bool = False, flood_cpus: set[int] | None = None) -> dict[str, Any]:
     import multiprocessing
     import resource
 
@@ -252,9 +266,10 @@ def trial_flood(port: int, token: str, flood_token: str, seconds: float, connect
     ctx = multiprocessing.get_context("fork")
     results: Any = ctx.Queue()
     until = time.time() + seconds + 1.0
-    flooders = [ctx.Process(target=_flood, args=(port, flood_token, body, until, results), daemon=True)
+    flooders = [ctx.Process(target=_flood, args=(port, flood_token, body, until, results, flood_cpus), daemon=True)
                 for _ in range(connections)]
     server_cpu0 = _cpu_s(server_pgids)
+    parts0 = [_cpu_s([pgid]) for pgid in server_pgids]
     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     for proc in flooders:
         proc.start()
@@ -269,12 +284,14 @@ def trial_flood(port: int, token: str, flood_token: str, seconds: float, connect
     kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     flooder_cpu = (kids1.ru_utime + kids1.ru_stime) - (kids0.ru_utime + kids0.ru_stime)
     server_cpu = _cpu_s(server_pgids) - server_cpu0
+    parts = [round(_cpu_s([pgid]) - before, 1) for pgid, before in zip(server_pgids, parts0, strict=True)]
     q, f = _stats(quiet), _stats(loud)
     return {"quiet": q, "flood": f, "flood_answers": {str(k): v for k, v in sorted(codes.items())},
             "p50_ratio": round(f["p50_ms"] / q["p50_ms"], 2) if q["p50_ms"] else None,
             "request": "GET /api/v1/health" if cheap else f"POST /api/v1/jobs/batch ({len(bad)} bytes, invalid)",
             "flood_connections": len(flooders),
-            "server_cpu_s": round(server_cpu, 1), "flooders_cpu_s": round(flooder_cpu, 1)}
+            "server_cpu_s": round(server_cpu, 1), "gunicorn_cpu_s": parts[0], "nginx_cpu_s": parts[-1],
+            "flooders_cpu_s": round(flooder_cpu, 1)}
 
 
 def _seed(port: int, token: str, n: int) -> None:
@@ -312,8 +329,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flood-connections", type=int, default=4)
     parser.add_argument("--flood-direct", action="store_true", help="flood gunicorn itself, not through nginx")
     parser.add_argument("--no-cost-limits", action="store_true", help="budget and concurrency cap off (before)")
+    parser.add_argument("--server-cpus", default=None, help="taskset CPU list for gunicorn and nginx (e.g. 0)")
+    parser.add_argument("--flood-cpus", default=None, help="CPU list for the flooding processes (e.g. 1)")
+    parser.add_argument("--probe-cpus", default=None, help="CPU list for the measuring client (default: any)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.probe_cpus:
+        os.sched_setaffinity(0, _cpu_list(args.probe_cpus))
+    flood_cpus = _cpu_list(args.flood_cpus) if args.flood_cpus else None
     trials = {t.strip() for t in args.trials.split(",") if t.strip()}
 
     import redis
@@ -326,10 +349,12 @@ def main(argv: list[str] | None = None) -> int:
     gunicorn = nginx = None
     out: dict[str, Any] = {"seconds": args.seconds, "cost_limits": not args.no_cost_limits,
                            "flood_target": "gunicorn" if args.flood_direct else "nginx",
-                           "load": os.getloadavg()[0], "trials": {}}
+                           "load": os.getloadavg()[0], "cpus": os.cpu_count(), "server_cpus": args.server_cpus,
+                           "flood_cpus": args.flood_cpus, "probe_cpus": args.probe_cpus, "trials": {}}
     try:
-        gunicorn = start_gunicorn(env, args.port, workdir / "gunicorn.log", cost_limits=not args.no_cost_limits)
-        nginx = start_nginx(args.port, args.port + 1, workdir)
+        gunicorn = start_gunicorn(env, args.port, workdir / "gunicorn.log", cost_limits=not args.no_cost_limits,
+                                  cpus=args.server_cpus)
+        nginx = start_nginx(args.port, args.port + 1, workdir, cpus=args.server_cpus)
         token = env.tokens[0]
         _seed(args.port, token, 200)
         if "slow" in trials:
@@ -339,10 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         if "flood" in trials:
             port = args.port if args.flood_direct else args.port + 1
             out["trials"]["flood"] = trial_flood(port, token, flood_token, args.seconds,
-                                                 args.flood_connections, [gunicorn.pid, nginx.pid])
+                                                 args.flood_connections, [gunicorn.pid, nginx.pid],
+                                                 flood_cpus=flood_cpus)
         if "control" in trials:  # the same flood of the cheapest request: what any flood costs on this machine
             out["trials"]["control"] = trial_flood(args.port + 1, token, flood_token, args.seconds,
-                                                   args.flood_connections, [gunicorn.pid, nginx.pid], cheap=True)
+                                                   args.flood_connections, [gunicorn.pid, nginx.pid], cheap=True,
+                                                   flood_cpus=flood_cpus)
     finally:
         stop(nginx)
         stop(gunicorn)
@@ -353,9 +380,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _cpu_list(text: str) -> set[int]:
+    """``0,2-3`` -> {0, 2, 3} (taskset's list syntax)."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _sep, last = part.strip().partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
 def _print(out: dict[str, Any]) -> None:
+    pinned = "".join(f", {what} on CPUs {out[key]}" for what, key in
+                     (("server", "server_cpus"), ("flooders", "flood_cpus"), ("prober", "probe_cpus")) if out.get(key))
     print(f"abuse bench: {out['seconds']:.0f} s per trial, cost limits {'on' if out['cost_limits'] else 'off'}, "
-          f"load {out['load']:.1f} -> {out['load_after']:.1f}")
+          f"load {out['load']:.1f} -> {out['load_after']:.1f}, {out['cpus']} CPUs{pinned}")
     for name in ("slow_direct", "slow_nginx"):
         t = out["trials"].get(name)
         if t:
@@ -369,7 +407,8 @@ def _print(out: dict[str, Any]) -> None:
             continue
         print(f"  {name:<12} {f['request']}: quiet p50={f['quiet']['p50_ms']:.1f} ms, during flood p50={f['flood']['p50_ms']:.1f} ms "
               f"(x{f['p50_ratio']}), p99={f['flood']['p99_ms']:.1f} ms, errors={f['flood']['errors']}; "
-              f"flood answers {f['flood_answers']}; CPU during the flood: server {f['server_cpu_s']} s, "
+              f"flood answers {f['flood_answers']}; CPU during the flood: server {f['server_cpu_s']} s "
+              f"(gunicorn {f['gunicorn_cpu_s']}, nginx {f['nginx_cpu_s']}), "
               f"flooding clients {f['flooders_cpu_s']} s")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -95,7 +96,7 @@ def run_policies(
         pb = realised if name in ("oracle", "run_now") else planned_on
         p = params
         if name == "oracle":
-            p = SolveParams(params.time_limit_s * 2, params.num_workers, params.random_seed, rins=params.rins)
+            p = dataclasses.replace(params, time_limit_s=params.time_limit_s * 2)
         t0 = time.perf_counter()
         plan = SOLVERS[name](pb, p)
         solve_s = time.perf_counter() - t0
@@ -130,7 +131,7 @@ def savings(args, hardware) -> dict:
     )
     f_price, f_carbon = window(curves, start, hours, args.forecast)
     planned_on = with_curves(realised, f_price, f_carbon)
-    params = SolveParams(args.time_limit, args.workers, args.seed, rins=not args.no_rins)
+    params = _params(args, args.time_limit)
     rows, ours = run_policies(realised, planned_on, params, args.policies)
     run_now, g, oracle = (
         rows["run_now"]["objective"],
@@ -199,6 +200,13 @@ def per_seed(args, hardware, seeds: list[int]) -> dict:
     return {"seeds": runs, "gap_pct_max": max(gaps) if gaps else None}
 
 
+def _params(args, limit: float) -> SolveParams:
+    """The planner's parameters for a run of ``limit`` seconds."""
+    return SolveParams(
+        limit, args.workers, args.seed, rins=not args.no_rins, capacity_blocks=not args.no_blocks
+    )
+
+
 def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.4f}"
 
@@ -230,7 +238,7 @@ def scale(args, hardware) -> dict:
             slot_minutes=args.slot_minutes,
         )
         t0 = time.perf_counter()
-        plan = SOLVERS["gridshift"](pb, SolveParams(limit, args.workers, args.seed, rins=not args.no_rins))
+        plan = SOLVERS["gridshift"](pb, _params(args, limit))
         solve_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         report = check_plan(pb, plan)
@@ -292,7 +300,7 @@ def _replay_day(d: int) -> tuple[int, dict | None]:
         rows, _ = run_policies(
             realised,
             planned_on,
-            SolveParams(args.time_limit, args.workers, args.seed, rins=not args.no_rins),
+            _params(args, args.time_limit),
             ["run_now", "gridshift"],
         )
         out[o] = {p: {k: rows[p][k] for k in REPLAY_KEYS} | {"checked": rows[p]["checked"]} for p in rows}
@@ -418,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-rins",
         action="store_true",
         help="leave out the MIP around the best plan (SolveParams.rins=False)",
+    )
+    ap.add_argument(
+        "--no-blocks",
+        action="store_true",
+        help="a capacity row per slot in the LP bound and the ascent (SolveParams.capacity_blocks=False)",
     )
     ap.add_argument(
         "--load-hog",

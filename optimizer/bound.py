@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from optimizer.blocks import block_mean, block_sum, spread
 from optimizer.problem import ObjectiveKind
 from optimizer.tables import Tables
 from optimizer.windows import Segments
@@ -349,6 +350,11 @@ def subgradient(
     """
     t0 = time.perf_counter()
     m = start or Multipliers.zeros(tb)
+    starts = tb.blocks
+    if starts is not None:
+        # ascent on the block-aggregated dual (``optimizer.blocks``): multipliers constant over each block,
+        # the subgradient of a block the sum over its slots; a quarter of the multipliers at 15-minute slots
+        m = Multipliers(block_mean(m.lam, starts, tb.T), block_mean(m.mu, starts, tb.T), m.nu)
     capped = tb.problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP
     best_value, best_m, history = -np.inf, m, []
     theta, stall = 1.0, 0
@@ -366,8 +372,12 @@ def subgradient(
         gpu, kw = usage(tb, ch)
         d_lam = gpu - tb.cap
         d_mu = kw - tb.kw_cap
-        d_lam[(m.lam <= 0) & (d_lam < 0)] = 0.0
-        d_mu[(m.mu <= 0) & (d_mu < 0)] = 0.0
+        lam, mu = m.lam, m.mu
+        if starts is not None:
+            d_lam, d_mu = block_sum(d_lam, starts), block_sum(d_mu, starts)
+            lam, mu = lam[..., starts], mu[..., starts]
+        d_lam[(lam <= 0) & (d_lam < 0)] = 0.0
+        d_mu[(mu <= 0) & (d_mu < 0)] = 0.0
         d_nu = choice_cost(tb, ch) - float(tb.problem.objective.cost_cap or 0.0) if capped else 0.0
         if capped and m.nu <= 0 and d_nu < 0:
             d_nu = 0.0
@@ -381,6 +391,8 @@ def subgradient(
         # penalties for left-out jobs can be far above the optimum and would overshoot)
         target_gap = min(gap, 0.1 * max(abs(best_value), 1e-6))
         step = theta * max(target_gap, 1e-9) / norm
+        if starts is not None:
+            d_lam, d_mu = spread(d_lam, starts, tb.T), spread(d_mu, starts, tb.T)
         m = Multipliers(
             np.maximum(0.0, m.lam + step * d_lam),
             np.maximum(0.0, m.mu + step * d_mu),

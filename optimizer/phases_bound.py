@@ -45,9 +45,10 @@ def lp_colgen(run: SolveRun) -> None:
     run.lower = max(run.lower, lower)  # -inf when no round finished in time
     info = run.info
     run.lap("lp_colgen")
+    blocks = run.tb.T if run.tb.blocks is None else len(run.tb.blocks)
     run.notes.append(
         f"lp rounds={info['rounds']} columns={info['columns']} converged={info['converged']} "
-        f"lp_value={info['lp_value']}"
+        f"lp_value={info['lp_value']} capacity_blocks={blocks}"
     )
     run.lp_converged = bool(info["converged"])
     run.cand_ls = lp_candidates(run.tb, run.cls, info["columns_table"], run.found0)  # more starts for local search

@@ -359,6 +359,9 @@ class SolveParams:
     rins : bool
         On the LP path, solve a MIP over the LP's columns around the best plan (HiGHS, on the second worker
         while the local search goes on; ``optimizer.submip``).
+    capacity_blocks : bool
+        Price the GPU and power rows of an hour as one in the LP bound and the subgradient ascent where the
+        curves are held over the hour (``optimizer.blocks``; False: a row per slot).
     """
 
     time_limit_s: float = 10.0
@@ -371,6 +374,7 @@ class SolveParams:
     recreate_share: float = 0.9
     max_master_jobs: int = 20_000
     rins: bool = True
+    capacity_blocks: bool = True
 
 
 def durations_from_throughput(

@@ -132,6 +132,8 @@ def _solve(problem: Problem, params: SolveParams, t0: float, name: str) -> Plan:
         phases["cost_plan"] = round(time.perf_counter() - t0, 4)
     t_start = time.perf_counter()
     tb = build_tables(problem)
+    if not params.capacity_blocks:
+        tb.blocks = None
     t_tables = time.perf_counter()
     phases["tables"] = round(t_tables - t_start, 4)
     if tb.J == 0:

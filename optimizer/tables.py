@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optimizer.blocks import hour_blocks, is_fine
 from optimizer.plan import Unplanned, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem
 from optimizer.splits import best_two_chunks
@@ -55,6 +56,9 @@ class Tables:
     halves: list[tuple[Segments, Segments]]  # two-chunk windows of interruptible jobs per (r, h)
     penalty: np.ndarray  # (J,) objective charged for leaving a plannable job out
     unplanned: list[Unplanned]
+    # start slot of each capacity block the LP bound and the ascent price as one (``optimizer.blocks``);
+    # None: every slot its own block
+    blocks: np.ndarray | None = None
 
     @property
     def J(self) -> int:
@@ -254,7 +258,23 @@ def build_tables(problem: Problem) -> Tables:
     )
     tables.halves = [(a, b) for a, b in tables.halves if len(a.job)]
     tables.penalty = _penalty(tables)
+    tables.blocks = _capacity_blocks(problem, cur)
     return tables
+
+
+def _capacity_blocks(problem: Problem, cur: Curves) -> np.ndarray | None:
+    """Hour blocks where every curve the plan's cost and capacity depend on is held over the hour
+    (``optimizer.blocks``); None when no block holds more than one slot."""
+    T, R = problem.n_slots, len(problem.regions)
+    curves = [
+        cur.price,
+        cur.carbon,
+        cur.valid.astype(float),
+        cur.kw_cap.reshape(R, T),
+        cur.cap.reshape(-1, T).astype(float),
+    ]
+    starts = hour_blocks(problem.start.minute, problem.slot_minutes, curves)
+    return None if is_fine(starts, T) else starts
 
 
 def _penalty(tables: Tables) -> np.ndarray:

@@ -105,3 +105,17 @@ def test_only_the_worker_runs_as_root_so_its_local_jobs_get_pool_users() -> None
     assert str(SERVICES["worker"].get("user")) == "0"
     for name in ("web", "beat", "migrate"):
         assert "user" not in SERVICES[name], f"{name} needs no root"
+
+
+def test_web_counts_metrics_across_its_gunicorn_workers() -> None:
+    """/metrics under several gunicorn workers: the master's hooks (app.gunicorn_conf) and a per-worker folder."""
+    web = SERVICES["web"]
+    command = web["command"]
+    assert command[0] == "gunicorn"
+    assert "-c" in command and command[command.index("-c") + 1] == "python:app.gunicorn_conf"
+    folder = web["environment"]["PROMETHEUS_MULTIPROC_DIR"]
+    mounts = [str(m).split(":")[0] for m in web.get("tmpfs", [])]
+    mounts += [str(v).split(":")[1] for v in web.get("volumes", []) if ":" in str(v)]
+    assert folder in mounts, "the metrics folder is a tmpfs or a volume: written by every worker, empty on start"
+    for name in ("worker", "beat", "migrate"):
+        assert "PROMETHEUS_MULTIPROC_DIR" not in (SERVICES[name].get("environment") or {}), name

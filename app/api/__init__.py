@@ -67,12 +67,13 @@ def blueprints() -> list[Any]:
         plans,
         profiles,
         reports,
+        simulations,
         tenancy,
         tokens,
     )
 
     return [m.blp for m in (fleet, forecasts, health, jobs, market, overview, plans, plan_pages, profiles, reports,
-                            tenancy, tokens)]
+                            simulations, tenancy, tokens)]
 
 
 def problem(

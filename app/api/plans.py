@@ -255,6 +255,35 @@ def replan(data: dict[str, Any]) -> Any:
     return plan_runs.view(run, settings), {"Location": location, "Retry-After": "2"}
 
 
+class PlanRunPage(Schema):
+    items = fields.List(fields.Nested(PlanRunOut))
+    next_cursor = fields.String(allow_none=True)
+
+
+class PlanRunQuery(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    trigger = Text(validate=validate.Length(min=1, max=32), metadata={
+        "description": "nightly, hourly, new-work, fleet-change, manual, dispatch-failure, run-failure"})
+    state = Text(validate=validate.OneOf(["queued", "running", "succeeded", "failed"]))
+    cursor = Text(validate=validate.Length(max=64))
+    limit = fields.Integer(validate=validate.Range(min=1, max=200), load_default=50)
+
+
+@blp.route("/runs", methods=["GET"])
+@first(operator)
+@blp.arguments(PlanRunQuery, location="query")
+@blp.response(200, PlanRunPage)
+def list_runs(q: dict[str, Any]) -> Any:
+    """Plan runs, newest first (operator admin): every plan made or tried, whether asked for (``manual``) or
+    scheduled (``nightly``, ``hourly``, ``new-work``, ...), with its state and outcome. Follow ``next_cursor``."""
+    runs, nxt = plan_runs.list_runs(extensions.db_session(), limit=q["limit"], cursor=q.get("cursor"),
+                                    trigger=q.get("trigger"), state=q.get("state"))
+    settings = extensions.settings()
+    return {"items": [plan_runs.view(run, settings) for run in runs], "next_cursor": nxt}
+
+
 @blp.route("/runs/<int:run_id>")
 @blp.response(200, PlanRunOut)
 def get_run(run_id: int) -> Any:

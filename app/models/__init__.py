@@ -47,7 +47,7 @@ from app.models.market import (  # noqa: E402
 __all__ = [
     "ApiToken", "Assignment", "AuditEntry", "Cluster", "EnergyContract", "ForecastPoint", "ForecastRun",
     "HardwareType", "IdempotencyKey", "Inventory", "Job", "JobEvent", "JobProfile", "MarketSeries", "ModelSelection",
-    "Plan", "PlanRun", "PowerBudgetOverride", "Region", "Run", "Tenant", "TenantPolicy", "UnplannedJob",
+    "Plan", "PlanRun", "PowerBudgetOverride", "Region", "Run", "Simulation", "Tenant", "TenantPolicy", "UnplannedJob",
     "WebSession",
 ]
 
@@ -288,6 +288,24 @@ class PlanRun(Base):
     error: Mapped[str | None] = mapped_column(Text)
     summary: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
+
+
+class Simulation(Base):
+    """A what-if replay of a past period an operator asked for (``POST /api/v1/simulations``, migration 0010)."""
+
+    __tablename__ = "simulations"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    requested_by: Mapped[str | None] = mapped_column(String(200))
+    state: Mapped[PlanRunState] = mapped_column(_enum(PlanRunState, "simulation_state"), default=PlanRunState.QUEUED)
+    period_start: Mapped[datetime]
+    days: Mapped[int] = mapped_column(Integer)
+    days_done: Mapped[int] = mapped_column(Integer, default=0)  # of 2 * days: the current settings, then the scenario
+    scenario: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
 class Assignment(Base):
     __tablename__ = "assignments"

@@ -1,4 +1,5 @@
-"""Plan runs: a plan asked for now (``POST /api/v1/plans``, ``gridshift plan``), run by a worker and polled.
+"""Plan runs: every plan made, asked for now (``POST /api/v1/plans``, ``gridshift plan``) or by the schedule (the
+nightly, hourly and new-work tasks, re-plans after a failure), run by a worker and polled.
 
 A run is queued in one transaction, executed by the Celery task :data:`TASK` (or in the CLI's own process), and
 reports its phase as it goes (``problem``, ``solve``, ``store``), each written in a short transaction of its own so
@@ -14,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -23,6 +24,7 @@ from app.enums import PlanRunState
 from app.errors import FieldError, NotFound, ValidationFailed
 from app.models import Plan, PlanRun
 from app.services import replan as replan_service
+from app.services.pages import decode_cursor, encode_cursor
 from optimizer import ObjectiveKind
 
 #: Name of the Celery task that executes a queued run (declared in app.tasks.planning).
@@ -54,6 +56,37 @@ def create(session: Session, settings: Settings, *, trigger: str = "manual", obj
     session.add(run)
     session.flush()
     return run
+
+
+def list_runs(session: Session, *, limit: int, cursor: str | None = None, trigger: str | None = None,
+              state: str | None = None) -> tuple[list[PlanRun], str | None]:
+    """Plan runs newest first (every plan: asked for or scheduled), optionally of one trigger or state; the page
+    and the cursor of the next one (None at the end)."""
+    q = select(PlanRun)
+    if trigger:
+        q = q.where(PlanRun.trigger == trigger)
+    if state:
+        q = q.where(PlanRun.state == PlanRunState(state))
+    if cursor:
+        q = q.where(PlanRun.id < decode_cursor(cursor, kind="r"))
+    runs = list(session.scalars(q.order_by(PlanRun.id.desc()).limit(limit + 1)))
+    nxt = encode_cursor(runs[limit - 1].id, kind="r") if len(runs) > limit else None
+    return runs[:limit], nxt
+
+
+def prune(session: Session, settings: Settings, *, now: datetime) -> int:
+    """Delete finished runs older than ``plan_run_retention_days`` (0: keep all); queued and running runs stay, and
+    so do the plans they made. Returns how many went; no commit."""
+    if settings.plan_run_retention_days <= 0:
+        return 0
+    cutoff = now - timedelta(days=settings.plan_run_retention_days)
+    gone = session.execute(
+        delete(PlanRun)
+        .where(PlanRun.state.in_((PlanRunState.SUCCEEDED, PlanRunState.FAILED)),
+               PlanRun.created_at < cutoff, PlanRun.finished_at.is_not(None), PlanRun.finished_at < cutoff)
+        .execution_options(synchronize_session=False)
+    )
+    return int(gone.rowcount or 0)  # type: ignore[attr-defined]
 
 
 def get(session: Session, run_id: int) -> PlanRun:
@@ -128,7 +161,7 @@ def execute(session: Session, settings: Settings, run_id: int, *, on_phase: Call
         return run
     run = get(session, run_id)
     plan = session.get(Plan, record.plan_id)
-    run.plan_id = record.plan_id
+    run.plan_id = plan.id if plan is not None else None  # a planner that stored no plan leaves nothing to point at
     run.summary = summary(plan) if plan is not None else None
     run.state = PlanRunState.FAILED if str(record.status) == "failed" else PlanRunState.SUCCEEDED
     if run.state is PlanRunState.FAILED:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -152,6 +152,62 @@ def to_opt_job(job: JobValues, job_id: str, fleet: FleetSnapshot, grid: TimeGrid
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RegionSlots:
+    """One region's inputs on a planning grid, slot by slot: its curves, its power budget and the capacity that work
+    already placed holds (the part of :func:`build_problem` that reads the database, as plain data)."""
+
+    code: str
+    currency: str
+    price_per_mwh: Sequence[float]  # [region currency/MWh], NaN where unknown
+    carbon_g_per_kwh: Sequence[float]  # [gCO2eq/kWh], NaN where unknown
+    power_budget_kw: Sequence[float]  # [kW]
+    held_gpus: Mapping[str, Sequence[int]]  # hardware code -> GPUs held per slot
+    held_kw: Sequence[float] | None  # facility power held per slot [kW]
+
+
+def budget_slots(base_kw: float, overrides: Iterable[tuple[datetime, datetime, float]], grid: TimeGrid) -> list[float]:
+    """A region's power budget per slot of ``grid`` [kW]: a slot's budget is the lowest in force at any moment of it
+    (``overrides``: (start, end, kW) windows over ``base_kw``)."""
+    sm, n, start = grid.slot_minutes, grid.n_slots, grid.start
+    slots = grid.slot_starts()
+    budget = [base_kw] * n
+    touching: dict[int, list[tuple[datetime, datetime, float]]] = {}
+    for first, last, kw in overrides:
+        for k in slots_of(first, last, start=start, slot_minutes=sm, n_slots=n):
+            touching.setdefault(k, []).append((first, last, kw))
+    for k, windows in touching.items():
+        budget[k] = lowest_budget_kw(base_kw, windows, slots[k], slots[k] + timedelta(minutes=sm))
+    return budget
+
+
+def assemble_problem(settings: Settings, grid: TimeGrid, fleet: FleetSnapshot, regions: Sequence[RegionSlots],
+                     jobs: Sequence[tuple[str, JobValues]], objective: str) -> OptProblem:
+    """The Problem for ``jobs`` on ``grid`` from plain data: the fleet (inventory, PUE, hardware, profiles) and each
+    region's slot inputs; :func:`build_problem` reads those from the database, a replay from stored history."""
+    fx = settings.exchange_rates
+    hardware = tuple(OptHardware(c, h.memory_gb, h.tdp_w / 1000.0, fleet.throughput(c, "default"))
+                     for c, h in fleet.hardware.items())
+    out = []
+    for reg in regions:
+        info = fleet.regions[reg.code]
+        per_slot = {hw: tuple(max(0, cnt - reg.held_gpus[hw][k]) for k in range(grid.n_slots))
+                    for hw, cnt in info.inventory.items() if hw in reg.held_gpus}
+        if reg.currency != settings.reporting_currency and reg.currency not in fx:
+            raise ValidationFailed("missing exchange rate", [FieldError(
+                f"regions.{reg.code}.currency",
+                f"{reg.currency} prices need a rate in GRIDSHIFT_FX_RATES ({reg.currency}=<{settings.reporting_currency} per "
+                f"{reg.currency}>)")])
+        out.append(OptRegion(
+            reg.code, tuple(reg.price_per_mwh), tuple(reg.carbon_g_per_kwh), tuple(reg.power_budget_kw),
+            dict(info.inventory), pue=info.pue, base_load_kw=tuple(reg.held_kw) if reg.held_kw is not None else None,
+            inventory_per_slot=per_slot, currency=reg.currency,
+        ))
+    opt_jobs = tuple(to_opt_job(values, jid, fleet, grid) for jid, values in jobs)
+    return OptProblem(grid.start, grid.slot_minutes, grid.n_slots, tuple(out), hardware, opt_jobs,
+                      objective=objective_of(settings, objective), currency=settings.reporting_currency, fx_rates=fx)
+
+
 def build_problem(session: Session, settings: Settings, *, now: datetime, horizon_hours: int, objective: str,
                   jobs: Sequence[tuple[str, JobValues]]) -> tuple[OptProblem, FleetSnapshot]:
     """The Problem for ``jobs`` (``(job_id, values)``) over the fleet, with held capacity taken off, on the grid seen
@@ -160,38 +216,17 @@ def build_problem(session: Session, settings: Settings, *, now: datetime, horizo
     sm, n, start = grid.slot_minutes, grid.n_slots, grid.start
     slots = grid.slot_starts()
     fleet = snapshot(session)
-    hw_rows = {h.code: h for h in session.scalars(select(HardwareType))}
-    hardware = tuple(OptHardware(c, h.memory_gb, h.tdp_w / 1000.0, fleet.throughput(c, "default")) for c, h in hw_rows.items())
     held_gpu, held_kw = per_slot_use(held_intervals(session, start + timedelta(minutes=sm)), start=start,
                                      slot_minutes=sm, n_slots=n)
     regions = []
-    fx = settings.exchange_rates
     for reg in session.scalars(select(Region).options(selectinload(Region.overrides)).order_by(Region.code)):
-        budget = [reg.power_budget_kw] * n
-        touching: dict[int, list[tuple[datetime, datetime, float]]] = {}
-        for o in reg.overrides:  # a slot's budget is the lowest in force at any moment of it
-            for k in slots_of(o.start_at, o.end_at, start=start, slot_minutes=sm, n_slots=n):
-                touching.setdefault(k, []).append((o.start_at, o.end_at, o.power_kw))
-        for k, windows in touching.items():
-            budget[k] = lowest_budget_kw(reg.power_budget_kw, windows, slots[k], slots[k] + timedelta(minutes=sm))
-        info = fleet.regions[reg.code]
-        per_slot = {hw: tuple(max(0, cnt - held_gpu[(reg.code, hw)][k]) for k in range(n))
-                    for hw, cnt in info.inventory.items() if (reg.code, hw) in held_gpu}
-        if reg.currency != settings.reporting_currency and reg.currency not in fx:
-            raise ValidationFailed("missing exchange rate", [FieldError(
-                f"regions.{reg.code}.currency",
-                f"{reg.currency} prices need a rate in GRIDSHIFT_FX_RATES ({reg.currency}=<{settings.reporting_currency} per "
-                f"{reg.currency}>)")])
-        regions.append(OptRegion(
-            reg.code, tuple(slot_values(session, reg.zone, SeriesKind.PRICE, slots)),
-            tuple(slot_values(session, reg.zone, SeriesKind.CARBON_INTENSITY, slots)), tuple(budget),
-            dict(info.inventory), pue=reg.pue, base_load_kw=tuple(held_kw[reg.code]) if reg.code in held_kw else None,
-            inventory_per_slot=per_slot, currency=reg.currency,
+        regions.append(RegionSlots(
+            reg.code, reg.currency, slot_values(session, reg.zone, SeriesKind.PRICE, slots),
+            slot_values(session, reg.zone, SeriesKind.CARBON_INTENSITY, slots),
+            budget_slots(reg.power_budget_kw, [(o.start_at, o.end_at, o.power_kw) for o in reg.overrides], grid),
+            {hw: use for (rc, hw), use in held_gpu.items() if rc == reg.code}, held_kw.get(reg.code),
         ))
-    opt_jobs = tuple(to_opt_job(values, jid, fleet, grid) for jid, values in jobs)
-    problem = OptProblem(start, sm, n, tuple(regions), hardware, opt_jobs, objective=objective_of(settings, objective),
-                         currency=settings.reporting_currency, fx_rates=fx)
-    return problem, fleet
+    return assemble_problem(settings, grid, fleet, regions, jobs, objective), fleet
 
 
 def grid_at(settings: Settings, now: datetime, horizon_hours: int) -> TimeGrid:

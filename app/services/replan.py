@@ -59,6 +59,15 @@ def new_work_waiting(session: Session) -> bool:
     return session.scalar(q.limit(1)) is not None
 
 
+def new_work_trigger(session: Session) -> str | None:
+    """Why the minute check should plan now: ``new-work``, ``fleet-change``, or None when nothing changed."""
+    if new_work_waiting(session):
+        return "new-work"
+    if fleet_changed(session):
+        return "fleet-change"
+    return None
+
+
 def replan_new_work(session: Session, settings: Settings, *, now: datetime | None = None):  # type: ignore[no-untyped-def]
     """Plan again if jobs were submitted or the fleet changed since the current plan; the plan record or None.
 
@@ -67,8 +76,5 @@ def replan_new_work(session: Session, settings: Settings, *, now: datetime | Non
     (fewer GPUs for maintenance, a demand-response window) re-plans the same way, so work is not dispatched into
     capacity that is gone for longer than about a minute plus the solve.
     """
-    if new_work_waiting(session):
-        return replan(session, settings, "new-work", now=now)
-    if fleet_changed(session):
-        return replan(session, settings, "fleet-change", now=now)
-    return None
+    trigger = new_work_trigger(session)
+    return None if trigger is None else replan(session, settings, trigger, now=now)

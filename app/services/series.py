@@ -117,9 +117,11 @@ def hourly_series(
 
 
 def slot_values(
-    session: Session, zone: str, kind: SeriesKind, slot_starts: list[datetime], *, forecasts: bool = True
+    session: Session, zone: str, kind: SeriesKind, slot_starts: list[datetime], *, forecasts: bool = True,
+    published: bool = False,
 ) -> list[float]:
-    """The value of each slot [the series' unit]: the point holding the slot's start, NaN where none does.
+    """The value of each slot [the series' unit]: the point holding the slot's start, NaN where none does
+    (``published``: realised values only, NaN where only a forecast holds the slot).
 
     An hourly point holds every slot of its hour; a quarter-hourly one its quarter-hour. Where several hold a slot,
     the rule of the module decides (rank, then the finer resolution).
@@ -139,6 +141,8 @@ def slot_values(
             rank, point = best[stamps[k]]
             if t < point.ts + timedelta(minutes=point.minutes) and (pick is None or (rank, -point.minutes) > pick[:2]):
                 pick = (rank, -point.minutes, point)
+        if pick is not None and published and not pick[2].published:
+            pick = None
         out.append(float(pick[2].value) if pick is not None else math.nan)
     return out
 

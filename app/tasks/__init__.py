@@ -6,7 +6,8 @@ wants another one run sends it by its declared name (:data:`REPLAN`), so each ta
 """
 
 #: Every module that declares tasks, imported when Celery is attached to the app.
-TASK_MODULES = ("app.tasks.dispatch", "app.tasks.forecasts", "app.tasks.maintenance", "app.tasks.planning")
+TASK_MODULES = ("app.tasks.dispatch", "app.tasks.forecasts", "app.tasks.maintenance", "app.tasks.planning",
+                "app.tasks.simulation")
 
 #: The re-plan of work that has not started (``app.tasks.planning.replan``), asked for by dispatch after a failure.
 REPLAN = "gridshift.plan.replan"

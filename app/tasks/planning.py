@@ -1,6 +1,8 @@
 """Planning tasks: the nightly plan and the re-plan of not-yet-started work (hourly and on events).
 
-Both call ``app.services.replan.replan``, which serialises concurrent plan runs.
+Each plan they make is a recorded plan run (table ``plan_runs``, as ``POST /api/v1/plans`` and ``gridshift plan``
+make), so operators see every plan with its trigger, phase and outcome. ``app.services.replan.replan`` serialises
+concurrent plan runs.
 """
 
 from __future__ import annotations
@@ -18,11 +20,16 @@ from app.tasks import REPLAN
 
 
 def run_planning(session: Session, cfg: Settings, trigger: str) -> dict[str, Any]:
-    """Plan the fleet now (app.services.replan holds the lock); commits."""
-    record = replan_service.replan(session, cfg, trigger)
+    """Plan the fleet now as a plan run of ``trigger``: queued, executed here, its outcome recorded; commits."""
+    run = plan_runs.create(session, cfg, trigger=trigger)
     session.commit()
-    return {"trigger": trigger, "plan_id": record.plan_id, "status": str(record.status),
-            "n_assigned": record.n_assigned, "n_unplanned": record.n_unplanned}
+    done = plan_runs.execute(session, cfg, run.id)
+    if done is None:  # not possible for a run this process has just queued, unless it was deleted meanwhile
+        return {"trigger": trigger, "run_id": run.id, "state": None}
+    summary = done.summary or {}
+    return {"trigger": trigger, "run_id": done.id, "state": done.state.value, "plan_id": done.plan_id,
+            "status": summary.get("status"), "n_assigned": summary.get("jobs_planned"),
+            "n_unplanned": summary.get("jobs_left_out"), "error": done.error}
 
 
 @shared_task(name="gridshift.plan.nightly", ignore_result=True)
@@ -41,11 +48,11 @@ def replan(trigger: str = "hourly") -> dict[str, Any]:
 def new_work() -> dict[str, Any] | None:
     """Plan jobs submitted, or fleet changes made, since the current plan (every minute; nothing when none)."""
     session, cfg = db_session(), settings()
-    record = replan_service.replan_new_work(session, cfg)
-    if record is None:
+    trigger = replan_service.new_work_trigger(session)
+    if trigger is None:
+        session.rollback()  # ends the check's read transaction
         return None
-    session.commit()
-    return {"trigger": record.trigger, "plan_id": record.plan_id, "n_assigned": record.n_assigned}
+    return run_planning(session, cfg, trigger)
 
 
 @shared_task(name=plan_runs.TASK, ignore_result=True)

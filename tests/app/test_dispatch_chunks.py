@@ -7,6 +7,7 @@ next chunk is claimed when due. Reports add up the chunks' metered energy once t
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -49,7 +50,14 @@ def _chunked_plan(session, job: Job, chunks):  # type: ignore[no-untyped-def]
 def _finish(session, settings, run_id: int) -> None:  # type: ignore[no-untyped-def]
     dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
     # a local run starts under a pool user, cleared before and after (slower while other runs hold the pool)
-    wait_for(lambda: run_id in dispatch_sync.sync(session, settings, now=utcnow()).succeeded, timeout_s=60.0)
+    try:
+        wait_for(lambda: run_id in dispatch_sync.sync(session, settings, now=utcnow()).succeeded, timeout_s=60.0)
+    except AssertionError as exc:  # say where the run stands (its row and what the local runtime last wrote)
+        session.expire_all()
+        run = session.get(Run, run_id)
+        state_file = Path(run.cluster.config["state_dir"]) / "runs" / str(run.runtime_job_id) / "state.json"
+        seen = state_file.read_text() if run.runtime_job_id and state_file.exists() else "(no state file)"
+        raise AssertionError(f"{exc}; run {run.state} {run.error!r}; runtime state: {seen}") from exc
     session.expire_all()
 
 
@@ -59,6 +67,10 @@ def test_each_chunk_is_its_own_run_and_the_job_pauses_between(session, settings,
     add_local_clusters(session, tmp_path)
     add_market(session, "DE", 100.0, 300.0)
     log = job_writable / "chunks.log"
+    # Each chunk is its own run, and may run as another pool user than the chunk before: the file both write
+    # must be writable by any of them (as a job's checkpoint store would be).
+    log.touch()
+    log.chmod(0o666)
     job = add_job(session, tenant_id, interruptible=True,
                   command=f'echo "$GRIDSHIFT_CHUNK_INDEX/$GRIDSHIFT_CHUNK_COUNT $GRIDSHIFT_CHUNK_END" >> {log}')
     t0 = utcnow()

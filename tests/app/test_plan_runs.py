@@ -86,3 +86,36 @@ def test_a_run_whose_plan_raises_is_failed_with_the_reason(app, client, session,
 def test_the_worker_task_is_registered_under_the_services_name(app):  # type: ignore[no-untyped-def]
     assert "app.tasks.planning" in TASK_MODULES
     assert plan_runs.TASK in app.extensions["celery"].tasks
+
+
+def test_operators_list_every_plan_run_newest_first_scheduled_ones_included(app, client, session, monkeypatch):
+    from app.db import utcnow
+    from app.enums import PlanRunState
+    from app.models import PlanRun
+    from app.tasks import planning
+
+    ops, member = make_token(session, "ops", Role.ADMIN, operator=True), make_token(session, "team-a")
+
+    def broken(*_args, **_kw):  # type: ignore[no-untyped-def]
+        raise RuntimeError("no prices for de")
+
+    monkeypatch.setattr(plan_runs.replan_service, "replan", broken)
+    settings = app.extensions["gridshift"].settings
+    with app.app_context():
+        for trigger in ("nightly", "hourly", "new-work"):  # what the beat tasks do
+            planning.run_planning(session, settings, trigger)
+    session.add(PlanRun(trigger="manual", state=PlanRunState.QUEUED, phase="queued", created_at=utcnow()))
+    session.commit()
+
+    page = client.get("/api/v1/plans/runs?limit=3", headers=auth(ops))
+    assert page.status_code == 200, page.json
+    assert [r["trigger"] for r in page.json["items"]] == ["manual", "new-work", "hourly"]
+    rest = client.get(f"/api/v1/plans/runs?limit=3&cursor={page.json['next_cursor']}", headers=auth(ops)).json
+    assert [r["trigger"] for r in rest["items"]] == ["nightly"] and rest["next_cursor"] is None
+    failed = client.get("/api/v1/plans/runs?state=failed&trigger=nightly", headers=auth(ops)).json["items"]
+    assert len(failed) == 1 and "no prices for de" in failed[0]["error"] and failed[0]["phase"] == "done"
+
+    assert client.get("/api/v1/plans/runs", headers=auth(member)).status_code == 403
+    bad = client.get("/api/v1/plans/runs?state=lost", headers=auth(ops))
+    assert bad.status_code == 422 and "state" in bad.get_data(as_text=True)
+    assert client.get("/api/v1/plans/runs?cursor=nope", headers=auth(ops)).status_code == 422

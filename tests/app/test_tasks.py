@@ -11,8 +11,8 @@ from sqlalchemy import create_engine, select, text
 
 from app.celery_app import celery_config
 from app.config import Settings
-from app.enums import JobState, RunState
-from app.models import Job, Plan, Run
+from app.enums import JobState, PlanRunState, RunState
+from app.models import Job, Plan, PlanRun, Run
 from app.schedule import beat_schedule
 from app.services import auth
 from app.services.dispatch import maintenance as dispatch_maintenance
@@ -47,7 +47,7 @@ def fake_planner(monkeypatch):
     calls: list[dict] = []
     module = types.ModuleType("app.services.planning")
 
-    def plan_fleet(session, settings, *, now, horizon_hours, objective, trigger):
+    def plan_fleet(session, settings, *, now, horizon_hours, objective, trigger, on_phase=None):
         calls.append(dict(now=now, horizon_hours=horizon_hours, objective=objective, trigger=trigger))
         return types.SimpleNamespace(plan_id=len(calls), status="optimal", n_assigned=0, n_unplanned=0)
 
@@ -118,14 +118,86 @@ def test_sync_after_failure_requests_replan(app, session, small_fleet, tmp_path,
     assert job.state == JobState.PENDING and job.allowed_regions == ["de"]
 
 
-def test_plan_tasks_call_plan_fleet_with_settings(app, settings, eager, fake_planner):
+def test_plan_tasks_call_plan_fleet_with_settings_and_record_a_plan_run(app, session, settings, eager,
+                                                                         fake_planner):
     with app.app_context():
         nightly = planning.nightly.delay().get()
         replan = planning.replan.delay(trigger="forecast").get()
     assert [c["trigger"] for c in fake_planner] == ["nightly", "forecast"]
     assert fake_planner[0]["horizon_hours"] == settings.horizon_hours
     assert fake_planner[0]["objective"] == settings.objective
-    assert nightly["plan_id"] == 1 and replan["status"] == "optimal"
+    # operators see the scheduled plans among the plan runs, as they see those asked for through the API
+    runs = list(session.scalars(select(PlanRun).order_by(PlanRun.id)))
+    assert [(r.trigger, r.state, r.phase, r.requested_by) for r in runs] == [
+        ("nightly", PlanRunState.SUCCEEDED, "done", None), ("forecast", PlanRunState.SUCCEEDED, "done", None)]
+    assert all(r.started_at and r.finished_at for r in runs)
+    assert nightly["run_id"] == runs[0].id and replan["state"] == "succeeded"
+
+
+def test_a_scheduled_plan_that_raises_is_a_failed_plan_run_with_the_reason(app, session, eager, monkeypatch):
+    module = types.ModuleType("app.services.planning")
+
+    def plan_fleet(session, settings, **kw):
+        raise RuntimeError("no market data for de")
+
+    module.plan_fleet = plan_fleet  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "app.services.planning", module)
+    with app.app_context():
+        out = planning.replan.delay().get()
+    (run,) = session.scalars(select(PlanRun))
+    assert run.trigger == "hourly" and run.state == PlanRunState.FAILED and "no market data for de" in run.error
+    assert out["state"] == "failed" and out["run_id"] == run.id
+
+
+def test_the_minute_check_records_a_plan_run_only_when_it_plans(app, session, small_fleet, eager, fake_planner):
+    with app.app_context():
+        planning.new_work.delay().get()  # no plan yet, no job: nothing new to plan
+    assert fake_planner == [] and session.scalars(select(PlanRun)).all() == []
+    tenant = auth.create_tenant(session, "team-a")
+    session.commit()
+    add_job(session, tenant.id)
+    with app.app_context():
+        out = planning.new_work.delay().get()
+    (run,) = session.scalars(select(PlanRun))
+    assert [c["trigger"] for c in fake_planner] == ["new-work"]
+    assert run.trigger == "new-work" and run.state == PlanRunState.SUCCEEDED and out["run_id"] == run.id
+
+
+def test_cleanup_deletes_finished_plan_runs_past_their_retention_only(app, session, settings, eager):
+    now = utcnow()
+    old = now - timedelta(days=settings.plan_run_retention_days, hours=1)
+    recent = now - timedelta(days=settings.plan_run_retention_days - 1)
+
+    def add(state: PlanRunState, created, finished) -> int:
+        run = PlanRun(trigger="hourly", state=state, phase="done", created_at=created, finished_at=finished)
+        session.add(run)
+        session.flush()
+        return run.id
+
+    gone = [add(PlanRunState.SUCCEEDED, old, old), add(PlanRunState.FAILED, old, old)]
+    kept = [add(PlanRunState.SUCCEEDED, old, recent), add(PlanRunState.SUCCEEDED, recent, recent),
+            add(PlanRunState.QUEUED, old, None), add(PlanRunState.RUNNING, old, None)]
+    session.commit()
+    with app.app_context():
+        out = maintenance.cleanup.delay().get()
+    assert out["plan_runs_pruned"] == len(gone)
+    session.expire_all()
+    assert sorted(session.scalars(select(PlanRun.id))) == sorted(kept)
+
+
+def test_a_plan_run_retention_of_zero_keeps_every_run(app, session, settings):
+    from dataclasses import replace as with_
+
+    from app.services import plan_runs
+
+    long_ago = utcnow() - timedelta(days=3650)
+    session.add(PlanRun(trigger="nightly", state=PlanRunState.SUCCEEDED, phase="done", created_at=long_ago,
+                        finished_at=long_ago))
+    session.commit()
+    assert plan_runs.prune(session, with_(settings, plan_run_retention_days=0), now=utcnow()) == 0
+    assert plan_runs.prune(session, settings, now=utcnow()) == 1
+    with pytest.raises(ValueError, match="GRIDSHIFT_PLAN_RUN_RETENTION_DAYS"):
+        Settings.from_env({"GRIDSHIFT_PLAN_RUN_RETENTION_DAYS": "-1"})
 
 
 def test_cleanup_removes_old_run_dirs(app, session, settings, small_fleet, tmp_path, eager):

@@ -168,3 +168,31 @@ def test_runs_stored_before_the_hardware_column_keep_their_hardware(scratch):
         got = dict(conn.execute(text("SELECT run_key, hardware_type_id FROM runs")).all())
     engine.dispose()
     assert got == {f"gs-{job_ids[0]}-1-h100-3fa9c2": hw_id, "someone-elses-key": None}
+
+
+def test_simulations_table_steps_down_to_0009_and_back_keeping_the_jobs(scratch):
+    """0010 adds ``simulations`` only: going down to 0009 drops it and keeps every job; up again it stores one."""
+    from app.enums import PlanRunState
+    from app.models import Simulation
+
+    migrate.upgrade(scratch)
+    n_jobs = _seed(scratch)
+    engine = make_engine(scratch)
+
+    def store() -> None:
+        with make_session_factory(engine)() as s:
+            s.add(Simulation(state=PlanRunState.QUEUED, period_start=datetime(2029, 1, 1, tzinfo=UTC), days=3,
+                             days_done=0, scenario={"regions": {"de": {"gpus": {"h100": 16}}}}))
+            s.commit()
+
+    store()
+    assert _count(scratch, Simulation) == 1
+    migrate.downgrade(scratch, "0009")
+    assert "simulations" not in _tables(scratch) and _count(scratch, Job) == n_jobs
+    migrate.upgrade(scratch)
+    assert _count(scratch, Simulation) == 0
+    store()
+    with make_session_factory(engine)() as s:
+        row = s.scalars(select(Simulation)).one()
+        assert row.scenario == {"regions": {"de": {"gpus": {"h100": 16}}}} and row.period_start.tzinfo is not None
+    engine.dispose()
