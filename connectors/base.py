@@ -25,12 +25,16 @@ __all__ = [
     "JobSpec",
     "RunStatus",
     "RuntimeState",
+    "check_tenant",
     "estimate_energy",
+    "serves_tenant",
     "vendor_of",
 ]
 
 #: Run keys become Slurm job names, Ray submission ids and Kubernetes Job names (DNS-1123 labels).
 RUN_KEY_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: Tenant slugs, as the service accepts them.
+TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 #: Default vendor of each hardware type code; a cluster's config may extend it (``vendors``).
 DEFAULT_VENDORS: Mapping[str, str] = {
@@ -126,6 +130,10 @@ class JobSpec:
         Wall-clock limit [min], > 0.
     power_w_per_gpu : float
         Profile estimate of the draw of one GPU [W], used when nothing is metered.
+    tenant : str or None
+        Slug of the tenant that owns the job: its trust domain. A runtime that cannot keep tenants' jobs apart
+        refuses a tenant other than the one its cluster is bound to (config ``tenant``); Slurm runs each
+        tenant's jobs as that tenant's own user. None for jobs of no tenant (tests, direct use).
     """
 
     run_key: str
@@ -138,6 +146,7 @@ class JobSpec:
     begin_at: datetime | None = None
     time_limit_minutes: int = 60
     power_w_per_gpu: float = 0.0
+    tenant: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_key, str) or not RUN_KEY_PATTERN.match(self.run_key):
@@ -168,6 +177,9 @@ class JobSpec:
         for key, value in self.env.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise ConfigError(f"JobSpec.env entry {key!r} must map a str to a str", field=f"env.{key}")
+        if self.tenant is not None and not (isinstance(self.tenant, str) and TENANT_PATTERN.match(self.tenant)):
+            raise ConfigError(f"JobSpec.tenant {self.tenant!r} must be a tenant slug (lowercase letters, digits, '-')",
+                              field="tenant")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +295,31 @@ class LogSource(Protocol):
     def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
         """The last ``max_bytes`` bytes [bytes] of the job's output, or None when it has none (yet)."""
         ...
+
+
+#: The config entry that binds a cluster to one tenant (any connector kind may declare it in its schema).
+TENANT_SCHEMA: Mapping[str, Any] = {
+    "type": ["string", "null"],
+    "default": None,
+    "description": "slug of the one tenant whose jobs this cluster runs (its trust domain); null: any tenant",
+}
+
+
+def serves_tenant(config: Mapping[str, Any], tenant: str | None) -> bool:
+    """True when a cluster whose config is ``config`` may run jobs of ``tenant`` (config ``tenant`` unset, or it)."""
+    bound = config.get("tenant")
+    return not bound or tenant is None or bound == tenant
+
+
+def check_tenant(config: Mapping[str, Any], spec: JobSpec, kind: str) -> None:
+    """Refuse ``spec`` when the cluster is bound to another tenant (:class:`ConfigError`, field ``tenant``)."""
+    if not serves_tenant(config, spec.tenant):
+        raise ConfigError(
+            f"run {spec.run_key}: this {kind} cluster runs only tenant {config['tenant']!r}'s jobs, not "
+            f"{spec.tenant!r}'s (config.tenant)",
+            field="tenant",
+            kind=kind,
+        )
 
 
 def read_tail(path: str | os.PathLike[str], max_bytes: int) -> bytes | None:

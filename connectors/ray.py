@@ -5,6 +5,11 @@ Hardware types map to Ray custom resources (``entrypoint_resources``), by defaul
 the entrypoint (the resources are held while it waits) and reported as pending until then. Nor has it a time
 limit: the command runs under coreutils ``timeout`` (``time_limit_minutes`` from the end of that wait, then SIGTERM,
 and SIGKILL ``KILL_AFTER_S`` later), so a chunk or a run that overruns is stopped as on the other runtimes.
+
+Tenants: every job of a Ray cluster can read every job's ``runtime_env`` (hence its env), entrypoint and logs
+through the Jobs API on the dashboard, and all jobs run as the cluster's one OS user; one Ray cluster is one trust
+domain. So a cluster is bound to one tenant (config ``tenant``) and refuses the jobs of any other; an unbound cluster
+refuses every tenant's job unless ``shared_between_tenants`` says that its tenants accept to see each other's.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from connectors.base import (
+    TENANT_SCHEMA,
     Capacity,
     ConfigError,
     ConnectorError,
@@ -23,6 +29,7 @@ from connectors.base import (
     JobSpec,
     RunStatus,
     RuntimeState,
+    check_tenant,
     estimate_energy,
 )
 
@@ -72,6 +79,12 @@ class RayConnector:
             },
             "request_num_gpus": {"type": "boolean", "default": False},
             "timeout_s": {"type": "number", "minimum": 0.1, "default": 15.0},
+            "tenant": dict(TENANT_SCHEMA),
+            "shared_between_tenants": {
+                "type": "boolean",
+                "default": False,
+                "description": "accept jobs of any tenant although each can read the others' env (no tenant set)",
+            },
         },
     }
 
@@ -110,7 +123,7 @@ class RayConnector:
     def _wrap(self, what: str, exc: Exception) -> ConnectorError:
         text = str(exc)
         transient = isinstance(exc, ConnectionError | TimeoutError) or any(
-            s in text for s in ("Failed to connect", "timed out", "Connection", "503", "502", "504")
+            s in text for s in ("Failed to connect", "timed out", "Connection", "503", "502", "504", "try again later")
         )
         return ConnectorError(f"ray {what}: {text[:300]}", retryable=transient, kind=self.kind)
 
@@ -155,6 +168,7 @@ class RayConnector:
         """Submit with ``submission_id=spec.run_key``; an existing job of that id is returned instead."""
         if spec.command is None:
             raise ConfigError(f"run {spec.run_key}: Ray needs a command", field="command", kind=self.kind)
+        self.check_tenant(spec)
         if self.find(spec.run_key) is not None:
             return spec.run_key
         limited = (f"exec timeout --kill-after={KILL_AFTER_S} {spec.time_limit_minutes * 60} "
@@ -185,6 +199,18 @@ class RayConnector:
                 return spec.run_key  # another worker submitted it between our find and submit
             raise self._wrap("submit_job", exc) from exc
         return spec.run_key
+
+    def check_tenant(self, spec: JobSpec) -> None:
+        """Refuse a job of a tenant this cluster is not bound to (:class:`ConfigError`); nothing reaches Ray."""
+        check_tenant(self.config, spec, self.kind)
+        if spec.tenant is not None and not self.config["tenant"] and not self.config["shared_between_tenants"]:
+            raise ConfigError(
+                f"run {spec.run_key}: this Ray cluster is bound to no tenant, and any of its jobs can read every "
+                "job's env through the Jobs API: set config.tenant to the one tenant it serves (or "
+                "config.shared_between_tenants to true to accept that)",
+                field="config.tenant",
+                kind=self.kind,
+            )
 
     def find(self, run_key: str) -> str | None:
         """``run_key`` when Ray knows a job of that submission id, else None."""

@@ -3,6 +3,13 @@
 The run key is the job name, and the comment carries ``run_key;power_w_per_gpu=P;gpus=N`` so that energy
 can be estimated without our database. Submission is idempotent across workers: a job is submitted held,
 then among the jobs of that name the lowest id is kept and released and any other held twin is cancelled.
+
+Tenants: Slurm lets a job read the batch script (hence the environment) of every job of its own user
+(``scontrol write batch_script``), so one Slurm user is one trust domain. In CLI mode with the service running as
+root, each tenant's jobs are submitted as that tenant's own unprivileged user (``runuser -u USER -- sbatch``,
+``run_as``), with output in a 0700 directory of that user under ``workdir``; Slurm then refuses one tenant's job
+the scripts of another's. A cluster can also be bound to one tenant (``tenant``), as it must be in REST mode, where
+every job runs as the one user of the token.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from connectors.base import (
+    TENANT_SCHEMA,
     Capacity,
     ConfigError,
     ConnectorError,
@@ -24,9 +32,11 @@ from connectors.base import (
     JobSpec,
     RunStatus,
     RuntimeState,
+    check_tenant,
     estimate_energy,
     read_tail,
 )
+from connectors.slurm_users import check_run_as, tenant_user, tenant_workdir
 
 __all__ = ["SlurmConnector", "map_state", "parse_gres"]
 
@@ -99,6 +109,13 @@ class SlurmConnector:
             "rest_token": {"type": ["string", "null"], "default": None, "secret": True},
             "energy_from_accounting": {"type": "boolean", "default": False},
             "timeout_s": {"type": "number", "minimum": 0.1, "default": 15.0},
+            "tenant": dict(TENANT_SCHEMA),
+            # who jobs run as: "tenant" = each tenant's own user (CLI, service as root), "service" = the service's
+            # account (CLI) or the token's user (REST): one trust domain; "auto" = "tenant" where it can work
+            "run_as": {"type": "string", "enum": ["auto", "tenant", "service"], "default": "auto"},
+            "tenant_users": {"type": "object", "additionalProperties": {"type": "string"}, "default": {}},
+            "tenant_user_prefix": {"type": "string", "default": "gs-tenant-"},
+            "create_users": {"type": "boolean", "default": True},
         },
     }
 
@@ -124,6 +141,11 @@ class SlurmConnector:
         slurm_conf = config["slurm_conf"] or os.environ.get("SLURM_CONF")
         if slurm_conf:
             self._env["SLURM_CONF"] = slurm_conf
+        self.run_as = check_run_as(config, self.kind)
+
+    def user_of(self, tenant: str | None) -> str | None:
+        """The OS/Slurm user that runs ``tenant``'s jobs, or None when they run as the service (``run_as``)."""
+        return tenant_user(self.config, tenant) if self.run_as == "tenant" else None
 
     @classmethod
     def enabled(cls) -> bool:
@@ -150,6 +172,7 @@ class SlurmConnector:
         """Submit ``spec`` held, keep the lowest job id of its run key, release it; return that id."""
         if spec.command is None:
             raise ConfigError(f"run {spec.run_key}: Slurm needs a command", field="command", kind=self.kind)
+        check_tenant(self.config, spec, self.kind)
         if self.find(spec.run_key) is None:
             self._submit_held(spec)
         return self._settle(spec.run_key)
@@ -202,12 +225,27 @@ class SlurmConnector:
 
     # -- submission ----------------------------------------------------------------------------------------
     def log(self, runtime_job_id: str, max_bytes: int) -> bytes | None:
-        """Tail of the job's output file, ``<workdir>/<job name>-<job id>.out`` (read where the workdir is shared
-        with this host, as on the one-node clusters; None when the file is not reachable here)."""
+        """Tail of the job's output file, ``<workdir>[/<tenant user>]/<job name>-<job id>.out`` (read where the
+        workdir is shared with this host, as on the one-node clusters; None when the file is not reachable here)."""
         job = self._job(runtime_job_id)
         if job is None or not job.get("name"):
             return None
-        return read_tail(f"{self.config['workdir']}/{job['name']}-{runtime_job_id}.out", max_bytes)
+        if job.get("std_out"):
+            return read_tail(job["std_out"], max_bytes)
+        name = f"{job['name']}-{runtime_job_id}.out"
+        for path in (f"{self.config['workdir']}/{name}", *self._tenant_dirs(name)):
+            text = read_tail(path, max_bytes)
+            if text is not None:
+                return text
+        return None
+
+    def _tenant_dirs(self, name: str) -> list[str]:
+        """``name`` in each directory of a tenant user under the workdir (a job the controller has forgotten)."""
+        try:
+            return [os.path.join(e.path, name) for e in os.scandir(self.config["workdir"])
+                    if e.is_dir(follow_symlinks=False)]  # fmt: skip
+        except OSError:
+            return []
 
     def _script(self, spec: JobSpec) -> str:
         """The batch script: it sets the job's whole environment (the submission exports none: ``--export=NONE``)."""
@@ -240,15 +278,16 @@ class SlurmConnector:
                     job[key] = self.config[key]
             self.rest.submit(self._script(spec), job)
             return
+        user = self.user_of(spec.tenant)
+        workdir = tenant_workdir(self.config, user, self.kind) if user else self.config["workdir"]
         args = ["sbatch", "--parsable", "--hold", "--export=NONE", f"--job-name={spec.run_key}", f"--comment={comment}",
-                f"--time={spec.time_limit_minutes}", f"--chdir={self.config['workdir']}",
-                f"--output={self.config['workdir']}/%x-%j.out"]  # fmt: skip
+                f"--time={spec.time_limit_minutes}", f"--chdir={workdir}", f"--output={workdir}/%x-%j.out"]  # fmt: skip
         if gres:
             args.append(f"--gres=gpu:{gres}")
         if begin_s > 0:
             args.append(f"--begin=now+{begin_s}")
         args += [f"--{key}={self.config[key]}" for key in ("partition", "account") if self.config[key]]
-        self._run(*args, stdin=self._script(spec))
+        self._run(*args, stdin=self._script(spec), as_user=user)
 
     def _settle(self, run_key: str) -> str:
         """Keep the lowest job id of ``run_key``: cancel held twins, release the keeper if held."""
@@ -301,6 +340,7 @@ class SlurmConnector:
                 kv.get("EndTime"),
                 kv.get("ExitCode"),
                 kv.get("Comment"),
+                kv.get("StdOut"),
             )
         rows = self._sacct(["-j", job_id], fields="JobID,JobName,State,Start,End,ExitCode")
         rows = [row for row in rows if row.split("|")[0] == job_id]
@@ -322,21 +362,22 @@ class SlurmConnector:
         return [line for line in out.splitlines() if line and "." not in line.split("|")[0]]
 
     @staticmethod
-    def _normalize(job_id, name, state, reason, start, end, exit_code, comment) -> dict[str, Any]:
+    def _normalize(job_id, name, state, reason, start, end, exit_code, comment, std_out=None) -> dict[str, Any]:
         code: int | None = None
         if exit_code not in (None, ""):
             number, _, signal = str(exit_code).partition(":")
             code = -int(signal) if signal and int(signal) else int(number)
         return {"job_id": str(job_id), "name": name, "job_state": state or "", "state_reason": reason,
                 "start_time": _parse_time(start), "end_time": _parse_time(end), "exit_code": code,
-                "comment": comment}  # fmt: skip
+                "comment": comment, "std_out": std_out if std_out and "%" not in std_out else None}  # fmt: skip
 
     def _from_rest(self, raw: dict[str, Any]) -> dict[str, Any]:
         code = raw.get("exit_code")
         if isinstance(code, int) and code > 255:  # a raw wait status
             code = code >> 8
         job = self._normalize(raw.get("job_id"), raw.get("name"), raw.get("job_state"), raw.get("state_reason"),
-                              raw.get("start_time"), raw.get("end_time"), None, raw.get("comment"))  # fmt: skip
+                              raw.get("start_time"), raw.get("end_time"), None, raw.get("comment"),
+                              raw.get("standard_output"))  # fmt: skip
         job["exit_code"] = code
         return job
 
@@ -353,11 +394,16 @@ class SlurmConnector:
                               "state": kv.get("State", "")})  # fmt: skip
         return nodes
 
-    def _run(self, *args: str, stdin: str | None = None, ok_errors: tuple[str, ...] = ()) -> str:
-        """Run a Slurm command with this cluster's SLURM_CONF and TZ=UTC; wrap failures in ConnectorError."""
+    def _run(self, *args: str, stdin: str | None = None, ok_errors: tuple[str, ...] = (),
+             as_user: str | None = None) -> str:  # fmt: skip
+        """Run a Slurm command with this cluster's SLURM_CONF and TZ=UTC (as ``as_user`` through ``runuser`` when
+        given); wrap failures in ConnectorError."""
         binary = os.path.join(self.config["bin_dir"], args[0]) if self.config["bin_dir"] else args[0]
+        argv = [binary, *args[1:]]
+        if as_user:
+            argv = ["runuser", "-u", as_user, "--", *argv]
         try:
-            done = subprocess.run([binary, *args[1:]], input=stdin, env=self._env, capture_output=True, text=True,
+            done = subprocess.run(argv, input=stdin, env=self._env, capture_output=True, text=True,
                                   timeout=self.timeout_s)  # fmt: skip
         except FileNotFoundError as exc:
             raise ConnectorError(

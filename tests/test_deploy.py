@@ -97,6 +97,16 @@ def test_make_run_takes_host_and_port() -> None:
     assert "gridshift run --host 0.0.0.0 --port 8123" in res.stdout
 
 
+def test_only_the_worker_runs_as_root_so_its_local_jobs_get_pool_users() -> None:
+    """The worker must be root to run local jobs as pool users (docs/security.md); web, beat and migrate keep the
+    image's unprivileged user, which the Dockerfile sets."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert re.search(r"^USER gridshift$", dockerfile, re.M)
+    assert str(SERVICES["worker"].get("user")) == "0"
+    for name in ("web", "beat", "migrate"):
+        assert "user" not in SERVICES[name], f"{name} needs no root"
+
+
 def test_web_counts_metrics_across_its_gunicorn_workers() -> None:
     """/metrics under several gunicorn workers: the master's hooks (app.gunicorn_conf) and a per-worker folder."""
     web = SERVICES["web"]

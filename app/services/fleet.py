@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from app.enums import WorkloadClass
 from app.errors import Conflict, FieldError, NotFound, ValidationFailed
-from app.models import Cluster, HardwareType, Inventory, JobProfile, PowerBudgetOverride, Region
+from app.models import Cluster, HardwareType, Inventory, JobProfile, PowerBudgetOverride, Region, Tenant
 from app.services import power
 
 REFERENCE_HARDWARE = "h100"
@@ -328,6 +328,9 @@ def upsert_cluster(
         if exc.field.removeprefix("config.").split(".")[0] in effective:
             field_name = "secrets." + exc.field.removeprefix("config.")
         raise ValidationFailed("bad cluster", [FieldError(field_name, str(exc))]) from exc
+    bound = config.get("tenant")  # a cluster bound to one tenant (its trust domain): that tenant must exist
+    if bound and session.scalar(select(Tenant.id).where(Tenant.slug == bound)) is None:
+        raise ValidationFailed("bad cluster", [FieldError("config.tenant", f"no tenant {bound!r}")])
     region = get_region(session, region_code)
     if row is None:
         row = Cluster(name=name, region=region, kind=kind, config=config, enabled=enabled)

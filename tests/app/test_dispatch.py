@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import update
 
 from app.enums import JobState, RunState
-from app.models import Job, Run
+from app.models import Cluster, Job, Run
 from app.services import auth, series
 from app.services.dispatch import claim as dispatch_claim
 from app.services.dispatch import submit as dispatch_submit
@@ -73,6 +74,31 @@ def test_a_run_keeps_its_hardware_when_its_assignment_is_gone(session, settings,
     session.commit()
     assert dispatch_submit.build_spec(session, run).hardware == "a100"
     assert failed_placement(session, run) == ("de", "a100")
+
+def test_a_job_goes_only_to_a_cluster_that_serves_its_tenant(session, settings, tenant_id, clusters):
+    """A cluster bound to a tenant (config ``tenant``: one trust domain) takes that tenant's runs before any unbound
+    cluster of its region, and never another tenant's: a region whose only cluster is another's has none to offer."""
+    from app.errors import ValidationFailed
+    from app.services import fleet
+
+    with pytest.raises(ValidationFailed) as info:  # a binding names a tenant that exists
+        fleet.upsert_cluster(session, "fi-typo", "fi", "slurm", {"tenant": "team-c"})
+    assert info.value.errors[0].field == "config.tenant"
+    auth.create_tenant(session, "team-b")
+    fleet.upsert_cluster(session, "fi-other", "fi", "slurm", {"tenant": "team-b"})
+    fleet.upsert_cluster(session, "de-own", "de", "slurm", {"tenant": "team-a"})
+    session.execute(update(Cluster).where(Cluster.name == "fi-local").values(enabled=False))
+    session.commit()
+    de, fi = add_job(session, tenant_id, name="de"), add_job(session, tenant_id, name="fi")
+    write_plan(session, [(de.id, "de", "h100", utcnow(), 30), (fi.id, "fi", "a100", utcnow(), 30)])
+    out = dispatch_claim.tick(session, settings, now=utcnow(), worker=W)
+    (run_id,) = out.claimed
+    run = session.get(Run, run_id)
+    assert run.job_id == de.id and run.cluster.name == "de-own"
+    assert dispatch_submit.build_spec(session, run).tenant == "team-a"
+    (fi_run,) = runs_of(session, fi.id)
+    assert fi_run.cluster_id is None and "no enabled cluster for tenant team-a" in (fi_run.error or "")
+
 
 def test_assignment_not_yet_due_waits(session, settings, tenant_id, clusters):
     job = add_job(session, tenant_id)

@@ -62,7 +62,19 @@ class RayHead:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 120.0) -> RayHead:
+def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 120.0, attempts: int = 2) -> RayHead:
+    """:func:`_start_ray_head`, tried again once when Ray gave up on its own raylet: ``ray start`` waits a fixed 30 s
+    for it, which a loaded machine (several test sessions on two cores) can overrun."""
+    for attempt in range(attempts):
+        try:
+            return _start_ray_head(resources, timeout_s)
+        except RuntimeStartError as exc:
+            if attempt == attempts - 1 or "timed out during startup" not in str(exc):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 120.0) -> RayHead:
     """Start ``ray start --head --block`` with custom resources named by upper-case hardware codes.
 
     Raises
@@ -77,13 +89,13 @@ def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 1
         raise RuntimeUnavailable(f"ray is not installed in {sys.prefix} (`make runtimes` installs it from uv.lock)")
     resources = dict(resources or DEFAULT_RESOURCES)
     temp_dir = Path(tempfile.mkdtemp(prefix="gs-ray-", dir="/tmp"))
-    gcs_port, dashboard_port = free_port(), free_port()
+    gcs_port, dashboard_port, agent_port = free_port(), free_port(), free_port()
     low = 10000 + (os.getpid() * 37) % 20000  # below Linux's ephemeral range, where free_port() picks
     args = [
         str(ray_bin), "start", "--head", "--block", "--disable-usage-stats",
         f"--port={gcs_port}", "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
         f"--dashboard-port={dashboard_port}", f"--ray-client-server-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+        f"--dashboard-agent-listen-port={agent_port}", f"--dashboard-agent-grpc-port={free_port()}",
         f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}",
         f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
         f"--min-worker-port={low}", f"--max-worker-port={low + 200}",
@@ -102,16 +114,22 @@ def start_ray_head(resources: dict[str, int] | None = None, timeout_s: float = 1
     log.close()
     head = RayHead(gcs_port, dashboard_port, temp_dir, resources, proc)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    # ready when the Jobs API answers and the head's dashboard agent (which starts the job drivers) does too: on a
+    # loaded machine the agent comes up seconds after the API, and a submit before it fails ("No available agent")
+    urls = [f"{head.dashboard_url}/api/jobs/", f"http://127.0.0.1:{agent_port}/api/healthz"]
+    while time.monotonic() < deadline and urls:
         if proc.poll() is not None:
             break
         try:
-            with urllib.request.urlopen(f"{head.dashboard_url}/api/jobs/", timeout=2) as response:
+            with urllib.request.urlopen(urls[0], timeout=2) as response:
                 if response.status == 200:
-                    return head
+                    urls.pop(0)
+                    continue
         except OSError:
             pass
         time.sleep(0.25)
+    if not urls:
+        return head
     text = (temp_dir / "ray-start.log").read_text(errors="replace")[-1500:]
     head.stop()
     raise RuntimeStartError(f"Ray head did not come up within {timeout_s} s: {text}")

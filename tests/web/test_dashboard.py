@@ -101,6 +101,40 @@ def test_submit_preview_confirm_plan_receipt_and_pdf_report(page, live_server, t
     assert len(pngs) == 1 and pngs[0].stat().st_size > 2000
 
 
+def test_secret_env_is_sent_with_the_job_only_and_never_shown_back(page, live_server):
+    """The submit form's secret environment goes with the confirmed job alone (not the preview), is stored (the job
+    says ``has_secret_env``) and appears in no answer or page afterwards; a malformed line is refused by name."""
+    secret = "hf-browser-secret-5b0e"
+    bodies: list[tuple[str, str]] = []
+    page.on("request", lambda r: bodies.append((r.url, r.post_data or "")) if r.method == "POST" else None)
+    sign_in(page, live_server, "ops", "/ui/submit")
+    page.wait_for_selector("#f-regions input")
+    page.fill("#f-name", "browser-secret-1")
+    page.fill("#f-command", "python train.py")
+    page.fill("#f-secret-env", "not a pair")
+    page.click("#preview-btn")
+    page.wait_for_selector("#confirm-btn:not([disabled])")
+    page.click("#confirm-btn")
+    assert "secret_env line 1" in page.wait_for_selector("#form-errors").inner_text()
+    page.fill("#f-secret-env", f"HF_TOKEN={secret}\n\nWANDB_KEY=w=1")
+    page.click("#preview-btn")
+    page.wait_for_selector("#confirm-btn:not([disabled])")
+    page.click("#confirm-btn")
+    link = page.wait_for_selector("#submitted-msg a")
+    job_id = int(link.get_attribute("href").rsplit("/", 1)[1])
+    assert page.input_value("#f-secret-env") == ""
+    previews = [b for u, b in bodies if u.endswith("/api/v1/plans/preview")]
+    (sent,) = [json.loads(b) for u, b in bodies if u.endswith("/api/v1/jobs")]
+    assert previews and all(secret not in b for b in previews)
+    assert sent["secret_env"] == {"HF_TOKEN": secret, "WANDB_KEY": "w=1"}
+    page.goto(f"{live_server.url}/ui/jobs/{job_id}")
+    page.wait_for_selector("#timeline")
+    answers = page.evaluate(f"""async () => Promise.all(['/api/v1/jobs/{job_id}', '/api/v1/jobs?limit=200',
+        '/api/v1/jobs/{job_id}/events'].map(async (u) => (await fetch(u)).text()))""")
+    assert json.loads(answers[0])["has_secret_env"] is True
+    assert secret not in page.content() and not any(secret in a for a in answers)
+
+
 def test_pages_fit_a_390px_phone(browser, live_server):
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
     page = context.new_page()

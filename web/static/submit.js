@@ -38,6 +38,23 @@
     return b;
   }
 
+  // secret_env: write-only. Read from the form only when the job is submitted (the preview never carries it), never
+  // stored here, and the field is emptied once the job is in.
+  function secretEnv() {
+    const env = {};
+    const lines = $("f-secret-env").value.split(/\r?\n/);
+    lines.forEach((line, i) => {
+      if (!line.trim()) return;
+      const eq = line.indexOf("=");
+      const name = eq > 0 ? line.slice(0, eq).trim() : "";
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+        throw new Error(`secret_env line ${i + 1}: write NAME=value (NAME: letters, digits, _)`);
+      }
+      env[name] = line.slice(eq + 1);
+    });
+    return env;
+  }
+
   function showErrors(err) {
     errBox.hidden = false;
     errBox.textContent = err.describe ? err.describe() : String(err);
@@ -77,7 +94,10 @@
     errBox.hidden = true;
     confirmBtn.disabled = true;
     try {
-      const job = await GS.busy("Submitting", () => GS.api("POST", "/api/v1/jobs", previewed));
+      const secrets = secretEnv();
+      const payload = Object.keys(secrets).length ? { ...previewed, secret_env: secrets } : previewed;
+      const job = await GS.busy("Submitting", () => GS.api("POST", "/api/v1/jobs", payload));
+      $("f-secret-env").value = "";
       const box = $("submitted");
       box.hidden = false;
       box.innerHTML = `<p class="ok" id="submitted-msg">Job <a href="/ui/jobs/${job.id}">#${job.id} ${GS.esc(job.name)}</a> was

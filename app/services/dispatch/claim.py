@@ -18,12 +18,13 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db import is_postgresql
 from app.enums import ACTIVE_RUN_STATES, JobState, RunState
-from app.models import Assignment, Cluster, HardwareType, Job, Region, Run
+from app.models import Assignment, Cluster, HardwareType, Job, Region, Run, Tenant
 from app.services.assignments import current_plan_id, next_chunk, running_intervals
 from app.services.dispatch.failures import requeue_after_failure
 from app.services.dispatch.run_keys import new_run_key
 from app.services.job_states import set_state
 from app.services.tenancy import dispatch_hold
+from connectors.base import serves_tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +174,8 @@ def _new_run(
     hardware = session.get(HardwareType, assignment.hardware_type_id)
     region = session.get(Region, assignment.region_id)
     assert hardware is not None and region is not None
-    cluster = pick_cluster(session, region.id)
+    tenant = session.get(Tenant, job.tenant_id)
+    cluster = pick_cluster(session, region.id, tenant.slug if tenant else None)
     attempt = 1 + (session.scalar(select(func.count()).select_from(Run).where(Run.job_id == job.id)) or 0)
     run = Run(
         job_id=job.id, assignment_id=assignment.id, cluster_id=cluster.id if cluster else None, attempt=attempt,
@@ -185,7 +187,7 @@ def _new_run(
     session.add(run)
     session.flush()
     if cluster is None:
-        reason = f"region {region.code} has no enabled cluster"
+        reason = f"region {region.code} has no enabled cluster for tenant {tenant.slug if tenant else '-'}"
         requeue_after_failure(session, run, reason, now=now, state=RunState.FAILED)
         return None
     part = f"chunk {chunk_index + 1}/{len(assignment.chunks or ())} " if chunk_index is not None else ""
@@ -197,10 +199,12 @@ def _new_run(
     return run
 
 
-def pick_cluster(session: Session, region_id: int) -> Cluster | None:
-    """The enabled cluster of a region (the oldest when there are several)."""
+def pick_cluster(session: Session, region_id: int, tenant: str | None = None) -> Cluster | None:
+    """The enabled cluster of a region that may run ``tenant``'s jobs: one bound to that tenant first (config
+    ``tenant``), else an unbound one, the oldest first; never a cluster bound to another tenant."""
     q = select(Cluster).where(Cluster.region_id == region_id, Cluster.enabled.is_(True)).order_by(Cluster.id)
-    return session.scalar(q.limit(1))
+    usable = [c for c in session.scalars(q) if serves_tenant(c.config or {}, tenant)]
+    return next((c for c in usable if (c.config or {}).get("tenant") == tenant), usable[0] if usable else None)
 
 
 def recover_stale(session: Session, settings: Settings, *, now: datetime, worker: str) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db import is_postgresql
 from app.enums import TERMINAL_RUN_STATES, JobState, RunState
-from app.models import Assignment, Cluster, Run
+from app.models import Assignment, Cluster, Run, Tenant
 from app.services.assignments import running_intervals
 from app.services.dispatch.failures import requeue_after_failure
 from app.services.fleet import snapshot
@@ -80,7 +80,8 @@ def connector_for(cluster: Cluster, settings: Settings) -> ClusterConnector:
 
 
 def build_spec(session: Session, run: Run, keys: tuple[str, ...] = ()) -> JobSpec:
-    """The runtime spec of a run: command, GPUs, ``begin_at`` = planned start, time limit, profile power.
+    """The runtime spec of a run: command, GPUs, ``begin_at`` = planned start, time limit, profile power, and the
+    tenant (its trust domain: the runtime keeps it apart from other tenants' jobs, or refuses it).
 
     A chunk's run is limited to its chunk and told which chunk it is (module docstring).
 
@@ -111,11 +112,12 @@ def build_spec(session: Session, run: Run, keys: tuple[str, ...] = ()) -> JobSpe
     if margin is None:
         margin = max(TIME_LIMIT_MIN_MARGIN_MINUTES, math.ceil(planned_minutes * TIME_LIMIT_MARGIN))
     fleet = snapshot(session)
+    tenant = session.get(Tenant, job.tenant_id)
     power_w = fleet.power_w(hardware, job.workload_class.value) if hardware in fleet.hardware else 0.0
     return JobSpec(
         run_key=run.run_key, name=job.name, command=job.command, image=job.image, env=env, gpu_count=job.gpu_count,
         hardware=hardware, begin_at=run.planned_start_at, time_limit_minutes=planned_minutes + margin,
-        power_w_per_gpu=power_w,
+        power_w_per_gpu=power_w, tenant=tenant.slug if tenant else None,
     )  # fmt: skip
 
 
