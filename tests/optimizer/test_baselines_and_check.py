@@ -91,7 +91,7 @@ def random_problem(seed: int, n_jobs: int = 40):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_every_solver_returns_a_checked_plan_and_gridshift_beats_greedy(seed):
     pb = random_problem(seed)
-    params = SolveParams(time_limit_s=1.5, random_seed=seed)
+    params = SolveParams(time_limit_s=15.0, random_seed=seed)  # ends in ~0.5 s; the margin is for a busy machine
     plans = {name: fn(pb, params) for name, fn in SOLVERS.items()}
     for name, plan in plans.items():
         report = check_plan(pb, plan, allow_late=name in ("run_now", "best_window"))
