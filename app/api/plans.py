@@ -260,15 +260,8 @@ class PlanRunPage(Schema):
     next_cursor = fields.String(allow_none=True)
 
 
-class PlanRunQuery(Schema):
-    class Meta:
-        unknown = EXCLUDE
-
-    trigger = Text(validate=validate.Length(min=1, max=32), metadata={
-        "description": "nightly, hourly, new-work, fleet-change, manual, dispatch-failure, run-failure"})
+class PlanRunQuery(PlanQuery):
     state = Text(validate=validate.OneOf(["queued", "running", "succeeded", "failed"]))
-    cursor = Text(validate=validate.Length(max=64))
-    limit = fields.Integer(validate=validate.Range(min=1, max=200), load_default=50)
 
 
 @blp.route("/runs", methods=["GET"])
