@@ -147,3 +147,54 @@ def daily_matrix(values: pd.Series) -> tuple[np.ndarray, pd.DatetimeIndex]:
         )
     days = index[::24]
     return values.to_numpy(dtype=float).reshape(-1, 24), days
+
+
+def issue_frame(
+    columns: dict[str, pd.Series], now: pd.Timestamp, horizon_hours: int, name: str = "series"
+) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """History and forecast-hour regressors of a forecast issued at ``now``, from what is known then.
+
+    The service's forecast refresh and the closed-loop replay both call this (one rule for what a forecast sees).
+
+    Parameters
+    ----------
+    columns : dict of str to Series
+        The target first, then its regressors, each an hourly UTC series of the values published by ``now``.
+    now : Timestamp
+        Issue time (aware UTC).
+    horizon_hours : int
+        Forecast at least this many hours past ``now`` [h].
+    name : str
+        Used in error messages.
+
+    Returns
+    -------
+    (history, future, filled_hours)
+        ``history``: whole UTC days up to the last complete day of the target, gaps repaired by
+        :func:`regularize_hourly`; ``future``: the regressors of whole days from there until ``horizon_hours`` past
+        ``now``, an hour not published yet taking the value of the same hour one week earlier (documented fill);
+        ``filled_hours``: how many regressor values were filled so.
+    """
+    names = list(columns)
+    target = columns[names[0]]
+    if target.empty:
+        raise ForecastInputError(f"{name}: no history")
+    first = (target.index[-1] + HOUR).floor("D")  # history stops at the last complete UTC day
+    stop = max(pd.Timestamp(now).ceil("h") + pd.Timedelta(hours=horizon_hours), first + pd.Timedelta(days=1))
+    n_days = int(np.ceil((stop - first) / pd.Timedelta(days=1)))
+    future_index = pd.date_range(first, periods=24 * n_days, freq="h", tz="UTC")
+    frame = pd.DataFrame(columns).sort_index()
+    hist = frame.loc[: first - HOUR]
+    hist = hist.loc[hist.index[0].ceil("D"):] if len(hist) else hist
+    hist, _ = regularize_hourly(hist, names, name=name, seasonal_columns=names[1:])
+    future = frame.reindex(future_index)[names[1:]]
+    filled = int(future.isna().to_numpy().sum())
+    known = pd.concat([hist[names[1:]], future])
+    for col in future.columns:  # unpublished regressors: same hour one week earlier, in time order
+        values = known[col]
+        for ts in future_index[future[col].isna().to_numpy()]:
+            values.at[ts] = values.get(ts - pd.Timedelta(hours=168), np.nan)
+        future[col] = values.reindex(future_index)
+    if not np.isfinite(future.to_numpy(dtype=float)).all():
+        raise ForecastInputError(f"{name}: regressors missing for the forecast hours and the week before")
+    return hist, future, filled
