@@ -19,7 +19,7 @@ The module holds no network or database access; ``plan_bench.py`` drives it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -239,3 +239,63 @@ def saving_captured(run_now: float, ours: float, perfect: float) -> float | None
 def finite(curves: dict[str, list[float]]) -> bool:
     """True when every slot of every region has a value."""
     return all(np.isfinite(v).all() for v in curves.values())
+
+
+# --- the re-plan once the day's data has arrived -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Combined:
+    """Work that had started by a re-plan, kept as planned, with the re-plan of the rest (settled like a Plan)."""
+
+    assignments: tuple
+    unplanned: tuple
+
+
+def replan_problem(problem: Problem, plan, at_slot: int) -> tuple[Problem, tuple]:
+    """The re-plan at ``at_slot``: jobs whose planned start lies before it keep their placement (their GPUs and
+    facility power are taken off the regions, slot by slot); every other job may start from ``at_slot`` on.
+
+    Returns the problem of the jobs still to place and the kept assignments.
+    """
+    jobs = {j.job_id: j for j in problem.jobs}
+    kept = tuple(a for a in plan.assignments if a.start_slot < at_slot)
+    kept_ids = {a.job_id for a in kept}
+    n = problem.n_slots
+    gpus: dict[tuple[str, str], list[int]] = {}
+    kw: dict[str, list[float]] = {}
+    for a in kept:
+        j = jobs[a.job_id]
+        reg = problem.region(a.region)
+        power = j.gpus * problem.job_power_kw_per_gpu(j, a.hardware) * reg.pue
+        used, load = gpus.setdefault((a.region, a.hardware), [0] * n), kw.setdefault(a.region, [0.0] * n)
+        for c in a.chunks:
+            for t in range(c.start_slot, c.end_slot):
+                used[t] += j.gpus
+                load[t] += power
+    regions = []
+    for r in problem.regions:
+        per_slot = dict(r.inventory_per_slot)
+        for (name, hw), used in gpus.items():
+            if name == r.name:
+                per_slot[hw] = tuple(max(0, r.gpus_at(hw, t) - used[t]) for t in range(n))
+        base = tuple(r.base_kw_at(t) + kw.get(r.name, [0.0] * n)[t] for t in range(n))
+        regions.append(Region(r.name, r.price_per_mwh, r.carbon_g_per_kwh, r.power_budget_kw, r.inventory, r.pue,
+                              base, per_slot, r.currency))
+    rest = tuple(replace(j, release_slot=max(j.release_slot, at_slot)) for j in problem.jobs
+                 if j.job_id not in kept_ids)
+    return Problem(problem.start, problem.slot_minutes, n, tuple(regions), problem.hardware, rest, problem.objective,
+                   problem.currency, problem.fx_rates, problem.cost_scale), kept
+
+
+def replan_curves(realised: dict[SeriesKind, pd.DataFrame], runs: dict[tuple[str, SeriesKind], pd.DataFrame],
+                  slot_starts: list[datetime], at: datetime, issued_at: datetime) -> dict:
+    """Slot curves seen at ``at``: everything published by then (the next day's prices after the auction, carbon up
+    to the hour), the same forecast run elsewhere (the service's rule)."""
+    out: dict[SeriesKind, dict[str, list[float]]] = {k: {} for k in KINDS}
+    for kind in KINDS:
+        for zone in realised[kind].columns:
+            actual = realised[kind][zone]
+            known = actual[actual.index < published_by(kind, at)]
+            out[kind][zone] = slot_curve(known, runs[(zone, kind)]["forecast"], slot_starts, kind, issued_at)
+    return out

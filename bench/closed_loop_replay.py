@@ -19,6 +19,7 @@ from pathlib import Path
 from app.config import Settings
 from bench.closed_loop import (
     KINDS,
+    Combined,
     cached_run,
     day_curves,
     finite,
@@ -26,6 +27,8 @@ from bench.closed_loop import (
     horizon_of,
     issue_of,
     read_frames,
+    replan_curves,
+    replan_problem,
     saving_captured,
     service_problem,
 )
@@ -36,8 +39,17 @@ from optimizer.scenarios import Uncertain, choose_plan, risk_adjusted, scenario_
 from optimizer.scenarios import plan_value as value_on
 
 OBJECTIVES = ("cost", "carbon")
-POLICIES = ("run_now", "perfect", "naive", "production", "risk", "chosen")
+POLICIES = ("run_now", "perfect", "naive", "production", "replan", "risk", "chosen")
+REPLAN_HOUR = 13  # the re-plan of the plan's day: the next day's prices and the morning's carbon are published
 _STATE: dict = {}
+
+
+def _moved(before, after) -> int:
+    """Jobs the re-plan placed elsewhere or at another time than the nightly plan."""
+    old = {a.job_id: (a.region, a.hardware, tuple((c.start_slot, c.end_slot) for c in a.chunks))
+           for a in before.assignments}
+    return sum(old.get(a.job_id) != (a.region, a.hardware, tuple((c.start_slot, c.end_slot) for c in a.chunks))
+               for a in after.assignments)
 
 
 def _row(realised, plan, planned_on) -> dict:
@@ -91,11 +103,21 @@ def replay_day(d: int) -> tuple[int, dict | None]:
             "production": (SOLVERS["gridshift"](on_forecast, params), on_forecast),
             "risk": (SOLVERS["gridshift"](on_risk, params), on_risk),
         }
+        # re-plan at 13:00: the next day's prices and the morning's carbon replace their forecasts; started work stays
+        seen = replan_curves({KINDS[0]: price, KINDS[1]: carbon}, runs, slots, start + timedelta(hours=REPLAN_HOUR),
+                             issued)
+        on_seen = service_problem(base, specs, fleet, settings, name, seen[KINDS[0]], seen[KINDS[1]])
+        rest, kept = replan_problem(on_seen, plans["production"][0], REPLAN_HOUR)
+        again = SOLVERS["gridshift"](rest, params)
+        checked = check_plan(rest, again, allow_late=False).ok
+        plans["replan"] = (Combined(kept + tuple(again.assignments), tuple(again.unplanned)), None)
+        moved = _moved(plans["production"][0], again)
         pick, _ = choose_plan({"production": plans["production"][0], "risk": plans["risk"][0]},
                                    scenario_problems(on_forecast, uncertain), args.risk_weight)
         plans["chosen"] = plans[pick]
         rows = {p: _row(realised, plan, pb) for p, (plan, pb) in plans.items()}
         rows["chosen"]["pick"] = pick
+        rows["replan"].update(checked=checked, kept=len(kept), moved=moved, replanned=len(rest.jobs))
         out[name] = rows
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -133,7 +155,11 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
                   for p in POLICIES} for o in OBJECTIVES}
     monthly: dict[str, dict] = {}
     picks: dict[str, int] = {}
+    moves = {o: {"replanned": 0, "moved": 0} for o in OBJECTIVES}
     for r in good.values():
+        for o in OBJECTIVES:
+            moves[o]["replanned"] += r[o]["replan"].get("replanned", 0)
+            moves[o]["moved"] += r[o]["replan"].get("moved", 0)
         month = r["day"][:7]
         for o in OBJECTIVES:
             for p in POLICIES:
@@ -160,15 +186,15 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
             c = captured[o].get(p)
             print(f"{o:<8} {p:<11} {t['cost']:>11.0f} {t['carbon_kg']:>11.0f} {t['deadline_misses']:>7d} "
                   f"{'' if c is None else f'{c:.3f}':>9} {t['unchecked']:>9d}")
-    print("Saving captured per month (cost objective | carbon objective): naive, production, risk")
+    print("Saving captured per month (cost objective | carbon objective): naive, production, replan, risk")
     month_rows = {}
     for month, m in sorted(monthly.items()):
         row = {o: {p: saving_captured(m[o]["run_now"], m[o][p], m[o]["perfect"])
-                   for p in ("naive", "production", "risk", "chosen")} for o in OBJECTIVES}
+                   for p in ("naive", "production", "replan", "risk", "chosen")} for o in OBJECTIVES}
         month_rows[month] = row
-        f = [_fmt(row[o][p]) for o in OBJECTIVES for p in ("naive", "production", "risk")]
-        print(f"  {month}  {f[0]:>6} {f[1]:>6} {f[2]:>6} | {f[3]:>6} {f[4]:>6} {f[5]:>6}")
-    print(f"chooser picks: {picks}")
+        f = [_fmt(row[o][p]) for o in OBJECTIVES for p in ("naive", "production", "replan", "risk")]
+        print(f"  {month}  {f[0]:>6} {f[1]:>6} {f[2]:>6} {f[3]:>6} | {f[4]:>6} {f[5]:>6} {f[6]:>6} {f[7]:>6}")
+    print(f"chooser picks: {picks}; re-plans at {REPLAN_HOUR}:00 moved {moves}")
     return {
         "mode": "closed_loop",
         "replay_days": len(good),
@@ -181,6 +207,9 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
         "totals": totals,
         "monthly_captured": month_rows,
         "chooser_picks": picks,
+        "replan_moves": moves,
+        "replan_saving_captured": captured["cost"]["replan"],
+        "replan_carbon_saving_captured": captured["carbon"]["replan"],
         "saving_captured": captured["cost"]["production"],
         "carbon_saving_captured": captured["carbon"]["production"],
         "naive_saving_captured": captured["cost"]["naive"],
