@@ -102,3 +102,23 @@ def test_jobs_go_through_the_services_to_opt_job():
     assert set(j.duration_slots) >= {"H200", "MI300X"} and j.duration_slots["H100"] == 4  # 3.5 h on the reference
     assert j.interruptible and j.min_chunk_slots == 2 and j.checkpoint_overhead_slots == 1
     assert pb.objective.kind is ObjectiveKind.CARBON and pb.region("FR").carbon_g_per_kwh[0] == 2.0
+
+
+def test_a_replan_keeps_started_work_and_places_the_rest_from_its_hour():
+    from optimizer import SOLVERS, SolveParams
+    from tests.optimizer.conftest import job, problem, region
+
+    pb = problem([region("A", [10, 20, 30, 40, 50, 60], gpus=1, budget_kw=100.0)],
+                 [job("a", dur=2, n_slots=6), job("b", dur=2, n_slots=6)])
+    plan = SOLVERS["gridshift"](pb, SolveParams(time_limit_s=5, num_workers=1, random_seed=0))
+    starts = {a.job_id: a.start_slot for a in plan.assignments}
+    first = min(starts, key=starts.get)
+    rest, kept = closed_loop.replan_problem(pb, plan, 1)
+    assert [a.job_id for a in kept] == [first] and [j.job_id for j in rest.jobs] == [next(iter(set(starts) - {first}))]
+    (left,) = rest.jobs
+    assert left.release_slot == 1
+    reg = rest.region("A")
+    assert [reg.gpus_at("H100", t) for t in range(6)] == [0, 0, 1, 1, 1, 1]  # the kept job holds its GPU
+    assert reg.base_kw_at(0) == pytest.approx(0.7) and reg.base_kw_at(2) == 0.0
+    again = SOLVERS["gridshift"](rest, SolveParams(time_limit_s=5, num_workers=1, random_seed=0))
+    assert again.assignments[0].start_slot == 2  # the earliest the GPU is free again
