@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -34,6 +35,7 @@ from bench.closed_loop import (
 )
 from bench.plan_bench import realised_totals
 from bench.plan_workload import build_problem, generate, read_curves, start_of, window
+from forecasting.errors import ForecastInputError
 from optimizer import SOLVERS, Objective, ObjectiveKind, SolveParams, check_plan
 from optimizer.scenarios import Uncertain, choose_plan, risk_adjusted, scenario_problems
 from optimizer.scenarios import plan_value as value_on
@@ -74,8 +76,12 @@ def replay_day(d: int) -> tuple[int, dict | None]:
         return d, None
     t0 = time.perf_counter()
     issued = issue_of(start)
-    runs = {(z, k): cached_run(_STATE["frames"], z, k, issued, horizon_of(start, args.days), Path(args.cache))
-            for z in args.regions for k in KINDS}
+    try:
+        runs = {(z, k): cached_run(_STATE["frames"], z, k, issued, horizon_of(start, args.days), Path(args.cache))
+                for z in args.regions for k in KINDS}
+    except ForecastInputError as exc:  # the service's refresh fails too: the day is reported as skipped
+        print(f"day {start.date()}: skipped, forecast failed: {exc}", file=sys.stderr)
+        return d, None
     forecast_s = time.perf_counter() - t0
     specs = generate(args.jobs, args.regions, args.seed + d)
     settings = Settings(slot_minutes=60, carbon_price_per_tonne=args.carbon_price)
