@@ -94,8 +94,21 @@ def replay_day(d: int) -> tuple[int, dict | None]:
     if not (finite(plan_curves[KINDS[0]]) and finite(plan_curves[KINDS[1]])):
         return d, None
     uncertain = Uncertain(quant[KINDS[0]], quant[KINDS[1]])
-    params = SolveParams(args.time_limit, args.workers, args.seed, rins=not args.no_rins)
     out: dict = {"day": str(start.date()), "forecast_s": round(forecast_s, 1)}
+    try:
+        _plan_day(args, out, base, specs, fleet, settings, real, plan_curves, naive, uncertain, runs, slots, issued,
+                  price, carbon, start)
+    except Exception as exc:  # a planner error on one day is reported with the day, the others go on
+        out = {"day": str(start.date()), "error": f"{type(exc).__name__}: {exc}"}
+    out["wall_s"] = round(time.perf_counter() - t0, 1)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(out))
+    return d, out
+
+
+def _plan_day(args, out, base, specs, fleet, settings, real, plan_curves, naive, uncertain, runs, slots, issued,
+              price, carbon, start) -> None:
+    params = SolveParams(args.time_limit, args.workers, args.seed, rins=not args.no_rins)
     for name in OBJECTIVES:
         realised = service_problem(base, specs, fleet, settings, name, real[KINDS[0]], real[KINDS[1]])
         on_forecast = service_problem(base, specs, fleet, settings, name, plan_curves[KINDS[0]],
@@ -136,10 +149,6 @@ def replay_day(d: int) -> tuple[int, dict | None]:
         rows["replan"].update(checked=checked, kept=len(kept), moved=moved, replanned=len(rest.jobs),
                               kept_nightly=kept_nightly)
         out[name] = rows
-    out["wall_s"] = round(time.perf_counter() - t0, 1)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    done.write_text(json.dumps(out))
-    return d, out
 
 
 def run(args, hardware) -> dict:
@@ -166,6 +175,8 @@ def run(args, hardware) -> dict:
 
 def summarise(args, results: dict[int, dict | None]) -> dict:
     """Totals per objective and policy, the captured shares, the month table; prints the tables."""
+    errors = {results[d]["day"]: results[d]["error"] for d in results if results[d] and "error" in results[d]}
+    results = {d: r for d, r in results.items() if not (r and "error" in r)}
     skipped = sorted(d for d, r in results.items() if r is None)
     # a day where some plan left out jobs that the planner on perfect foresight placed compares unlike work (a solve
     # that ran out of its wall-clock limit on a loaded machine leaves jobs not solved): listed, not counted
@@ -216,6 +227,8 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
         month_rows[month] = row
         f = [_fmt(row[o][p]) for o in OBJECTIVES for p in ("naive", "production", "replan", "risk")]
         print(f"  {month}  {f[0]:>6} {f[1]:>6} {f[2]:>6} {f[3]:>6} | {f[4]:>6} {f[5]:>6} {f[6]:>6} {f[7]:>6}")
+    if errors:
+        print(f"planner errors (days not counted): {errors}")
     print(f"chooser picks: {picks}; re-plans at {REPLAN_HOUR}:00 moved {moves}")
     return {
         "mode": "closed_loop",
@@ -223,6 +236,7 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
         "day_step": args.day_step,
         "skipped_days": skipped,
         "incomplete_days": [results[d]["day"] for d in incomplete],
+        "planner_errors": errors,
         "jobs_per_day": args.jobs,
         "horizon_days": args.days,
         "time_limit_s": args.time_limit,
