@@ -5,6 +5,8 @@ Examples (each run prints one table; ``--json`` adds one JSON object as the last
     python bench/plan_bench.py --jobs 1000 --days 4 --time-limit 10             # savings table
     python bench/plan_bench.py --scale 100,1000,10000,100000 --scale-limits 10,10,60,300
     python bench/plan_bench.py --replay-days 30 --jobs 200 --time-limit 5        # rolling daily replay
+    python bench/plan_bench.py --start 2022-01-01 --replay-days 362 --day-step 4 --forecast production \
+        --jobs 200 --time-limit 2 --workers 1 --replay-workers 16 --json           # closed loop (docs/closed-loop.md)
 
 Policies are evaluated on realised prices and carbon intensity. ``gridshift`` plans on ``--forecast``
 curves (``realised``: perfect information, ``naive``: day-ahead prices for the first day, then repeated;
@@ -413,7 +415,18 @@ def main(argv: list[str] | None = None) -> int:
         "--carbon-price", type=float, default=100.0, help="EUR per tonne for --objective weighted"
     )
     ap.add_argument("--cost-cap", type=float, help="EUR a plan may spend, for --objective carbon_cost_cap")
-    ap.add_argument("--forecast", default="realised", choices=["realised", "naive"])
+    ap.add_argument(
+        "--forecast", default="realised", choices=["realised", "perfect", "naive", "production"],
+        help="curves gridshift plans on: realised (= perfect foresight), naive, or with --replay-days the service's "
+        "own forecasts (production; bench/closed_loop.py), reported beside naive and perfect",
+    )
+    ap.add_argument("--day-step", type=int, default=1, help="production replay: every N-th day only")
+    ap.add_argument("--risk-weight", type=float, default=0.5,
+                    help="production replay: weight of the q10-q90 spread in the risk-adjusted plan (optimizer.scenarios)")
+    ap.add_argument("--cache", default=str(Path(__file__).resolve().parent / ".cache" / "closed_loop"),
+                    help="production replay: forecast cache folder (git-ignored)")
+    ap.add_argument("--results-dir", help="production replay: one JSON file per day (default: under --cache)")
+    ap.add_argument("--summarise", metavar="DIR", help="production replay: only summarise the day files in DIR")
     ap.add_argument("--policies", default="run_now,best_window,greedy,gridshift,oracle")
     ap.add_argument(
         "--catalog", help="JSON list of hardware rows {name, tdp_w, memory_gb, relative_throughput}"
@@ -421,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", help="comma-separated job counts for the scale table")
     ap.add_argument("--scale-limits", help="time limit per scale size [s], comma-separated")
     ap.add_argument("--replay-days", type=int, default=0, help="rolling replay of this many daily plans")
-    ap.add_argument("--replay-workers", type=int, default=1, help="processes sharing the replay's days")
+    ap.add_argument("--replay-workers", "--processes", type=int, default=1,
+                    help="processes sharing the replay's days")
     ap.add_argument(
         "--no-rins",
         action="store_true",
@@ -444,6 +458,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.load_hog < 0:
         ap.error("--load-hog must be 0 or more")
     args.regions = [r.strip() for r in args.regions.split(",") if r.strip()]
+    if args.forecast == "perfect":
+        args.forecast = "realised"
+    if args.forecast == "production" and not (args.replay_days or args.summarise):
+        ap.error("--forecast production needs --replay-days N (the closed-loop replay)")
+    if args.day_step < 1:
+        ap.error("--day-step must be 1 or more")
+    if args.results_dir is None:
+        args.results_dir = str(Path(args.cache) / f"results-{args.start}-{args.replay_days}d-{args.jobs}j-"
+                               f"{args.time_limit:g}s-seed{args.seed}-risk{args.risk_weight:g}")
     args.policies = [p.strip() for p in args.policies.split(",")]
     for p in args.policies:
         if p not in SOLVERS:
@@ -484,7 +507,14 @@ def load_hog(n: int):
 
 
 def _run(args, hardware) -> dict:
-    if args.scale:
+    if args.forecast == "production":
+        from bench import closed_loop_replay  # imports the service's modules (app.services)
+
+        if args.summarise:
+            result = closed_loop_replay.summarise(args, closed_loop_replay.load(Path(args.summarise)))
+        else:
+            result = closed_loop_replay.run(args, hardware)
+    elif args.scale:
         result = scale(args, hardware)
     elif args.replay_days:
         result = replay(args, hardware)

@@ -70,6 +70,7 @@ def regularize_hourly(
     max_fill_hours: int = 3,
     name: str = "series",
     seasonal_columns: tuple[str, ...] | list[str] = (),
+    start_after_gaps: bool = False,
 ) -> tuple[pd.DataFrame, list[FillReport]]:
     """Reindex ``frame`` to a complete hourly UTC grid and fill short gaps.
 
@@ -86,6 +87,9 @@ def regularize_hourly(
     seasonal_columns : sequence of str
         Regressor columns whose longer gaps are filled with the value of the same hour one week earlier
         (a day-ahead forecast that was not published is replaced by last week's); reported too.
+    start_after_gaps : bool
+        A gap that cannot be filled, unless it reaches the last hour, cuts the history instead: the frame starts
+        at the first midnight after it (older data is dropped, not repaired).
 
     Returns
     -------
@@ -119,6 +123,11 @@ def regularize_hourly(
                     out.loc[grid[start : end + 1], col] = week_ago
                     reports.append(FillReport(col, grid[start], grid[end], hours))
                     continue
+            if start_after_gaps and (hours > max_fill_hours or at_edge) and end < len(values) - 1:
+                cut = (grid[end] + HOUR).ceil("D")
+                if cut <= grid[-1]:
+                    return regularize_hourly(frame.loc[cut:], columns, max_fill_hours=max_fill_hours, name=name,
+                                             seasonal_columns=seasonal_columns, start_after_gaps=True)
             if hours > max_fill_hours or at_edge:
                 where = "at the edge of the data" if at_edge else f"longer than {max_fill_hours} h"
                 raise ForecastInputError(
@@ -147,3 +156,55 @@ def daily_matrix(values: pd.Series) -> tuple[np.ndarray, pd.DatetimeIndex]:
         )
     days = index[::24]
     return values.to_numpy(dtype=float).reshape(-1, 24), days
+
+
+def issue_frame(
+    columns: dict[str, pd.Series], now: pd.Timestamp, horizon_hours: int, name: str = "series"
+) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """History and forecast-hour regressors of a forecast issued at ``now``, from what is known then.
+
+    The service's forecast refresh and the closed-loop replay both call this (one rule for what a forecast sees).
+
+    Parameters
+    ----------
+    columns : dict of str to Series
+        The target first, then its regressors, each an hourly UTC series of the values published by ``now``.
+    now : Timestamp
+        Issue time (aware UTC).
+    horizon_hours : int
+        Forecast at least this many hours past ``now`` [h].
+    name : str
+        Used in error messages.
+
+    Returns
+    -------
+    (history, future, filled_hours)
+        ``history``: whole UTC days up to the last complete day of the target, gaps repaired by
+        :func:`regularize_hourly`, starting after the last gap it cannot repair (an old hole in a regressor
+        shortens the calibration window instead of failing the forecast); ``future``: the regressors of whole days from there until ``horizon_hours`` past
+        ``now``, an hour not published yet taking the value of the same hour one week earlier (documented fill);
+        ``filled_hours``: how many regressor values were filled so.
+    """
+    names = list(columns)
+    target = columns[names[0]]
+    if target.empty:
+        raise ForecastInputError(f"{name}: no history")
+    first = (target.index[-1] + HOUR).floor("D")  # history stops at the last complete UTC day
+    stop = max(pd.Timestamp(now).ceil("h") + pd.Timedelta(hours=horizon_hours), first + pd.Timedelta(days=1))
+    n_days = int(np.ceil((stop - first) / pd.Timedelta(days=1)))
+    future_index = pd.date_range(first, periods=24 * n_days, freq="h", tz="UTC")
+    frame = pd.DataFrame(columns).sort_index()
+    hist = frame.loc[: first - HOUR]
+    hist = hist.loc[hist.index[0].ceil("D"):] if len(hist) else hist
+    hist, _ = regularize_hourly(hist, names, name=name, seasonal_columns=names[1:], start_after_gaps=True)
+    future = frame.reindex(future_index)[names[1:]]
+    filled = int(future.isna().to_numpy().sum())
+    known = pd.concat([hist[names[1:]], future])
+    for col in future.columns:  # unpublished regressors: same hour one week earlier, in time order
+        values = known[col]
+        for ts in future_index[future[col].isna().to_numpy()]:
+            values.at[ts] = values.get(ts - pd.Timedelta(hours=168), np.nan)
+        future[col] = values.reindex(future_index)
+    if not np.isfinite(future.to_numpy(dtype=float)).all():
+        raise ForecastInputError(f"{name}: regressors missing for the forecast hours and the week before")
+    return hist, future, filled

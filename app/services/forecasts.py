@@ -20,7 +20,6 @@ benchmark's best figures do; a zone without it runs on the other regressors (the
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -36,7 +35,7 @@ from app.errors import FieldError, ValidationFailed
 from app.models import ForecastPoint, ForecastRun, MarketSeries, ModelSelection
 from app.services.series import hourly_series
 from forecasting.errors import ForecastInputError
-from forecasting.frame import regularize_hourly
+from forecasting.frame import issue_frame
 from forecasting.models import get_model
 from forecasting.sources.harmonized import CARBON_NEIGHBOURS
 from forecasting.task import ForecastTask
@@ -172,11 +171,6 @@ def _load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, ho
     target = _series(session, zone, kind, start, now + timedelta(days=2))
     if target.empty:
         raise ForecastInputError(f"{zone} {kind.value}: no history in market_series since {start:%Y-%m-%d}")
-    last_day_end = (target.index[-1] + HOUR).floor("D")  # history stops at the last complete UTC day
-    first = last_day_end
-    stop = max(pd.Timestamp(now).ceil("h") + pd.Timedelta(hours=horizon_hours), first + pd.Timedelta(days=1))
-    n_days = math.ceil((stop - first) / pd.Timedelta(days=1))
-    future_index = pd.date_range(first, periods=24 * n_days, freq="h", tz="UTC")
     cols = {kind.value: target}
     for reg in REGRESSORS[kind]:
         cols[reg.value] = _series(session, zone, reg, start, end)
@@ -186,21 +180,7 @@ def _load_frame(session: Session, zone: str, kind: SeriesKind, now: datetime, ho
     cols.update(extra)
     notes = [f"neighbour price(s) {', '.join(left_out)} not stored over the history: left out"] if left_out else []
     notes += [gen_note] if gen_note else []
-    frame = pd.DataFrame(cols).sort_index()
-    hist = frame.loc[: first - pd.Timedelta(hours=1)]
-    hist = hist.loc[hist.index[0].ceil("D"):] if len(hist) else hist
-    names = [kind.value, *(r.value for r in REGRESSORS[kind]), *extra]
-    hist, _ = regularize_hourly(hist, names, name=f"{zone} {kind.value}", seasonal_columns=names[1:])
-    future = frame.reindex(future_index)[names[1:]]
-    filled = int(future.isna().to_numpy().sum())
-    known = pd.concat([hist[names[1:]], future])
-    for col in future.columns:  # unpublished regressors: same hour one week earlier, in time order
-        values = known[col]
-        for ts in future_index[future[col].isna().to_numpy()]:
-            values.at[ts] = values.get(ts - pd.Timedelta(hours=168), np.nan)
-        future[col] = values.reindex(future_index)
-    if not np.isfinite(future.to_numpy(dtype=float)).all():
-        raise ForecastInputError(f"{zone} {kind.value}: regressors missing for the forecast hours and the week before")
+    hist, future, filled = issue_frame(cols, pd.Timestamp(now), horizon_hours, name=f"{zone} {kind.value}")
     return hist, future, filled, notes
 
 

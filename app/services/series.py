@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -33,7 +33,7 @@ from app.enums import SERIES_UNITS, ForecastRunStatus, SeriesKind
 from app.models import ForecastPoint, ForecastRun, MarketSeries
 
 # ranks of rule 1 and 2: a higher rank wins the hour, an equal one replaces it (rule 3, rows come oldest first)
-_IMPORTED_FORECAST, _RUN_FORECAST, _PUBLISHED = 0, 1, 2
+IMPORTED_FORECAST, RUN_FORECAST, PUBLISHED = 0, 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,15 +128,34 @@ def slot_values(
     """
     if not slot_starts:
         return []
-    reach = timedelta(days=1)  # no point holds longer than a day
-    best = _choose(session, zone, kind, slot_starts[0] - reach, slot_starts[-1] + timedelta(minutes=1),
+    best = _choose(session, zone, kind, slot_starts[0] - _REACH, slot_starts[-1] + timedelta(minutes=1),
                    forecasts=forecasts)
+    return values_at(best, slot_starts)
+
+
+_REACH = timedelta(days=1)  # no point holds longer than a day
+
+
+def choose_points(candidates: Iterable[tuple[int, HourlyValue]]) -> dict[datetime, tuple[int, HourlyValue]]:
+    """One value per point time by rules 1-3 of the module: ``candidates`` are ``(rank, point)`` pairs, oldest
+    import first; a higher rank wins the time, an equal one replaces it."""
+    best: dict[datetime, tuple[int, HourlyValue]] = {}
+    for rank, point in candidates:
+        held = best.get(point.ts)
+        if held is None or rank >= held[0]:
+            best[point.ts] = (rank, point)
+    return best
+
+
+def values_at(best: dict[datetime, tuple[int, HourlyValue]], slot_starts: list[datetime]) -> list[float]:
+    """The value of each slot from the chosen points (:func:`choose_points`): the point holding the slot's start,
+    the higher rank then the finer resolution where several do, NaN where none does."""
     stamps = sorted(best)
     out: list[float] = []
     for t in slot_starts:
         pick: tuple[int, int, HourlyValue] | None = None
         k = bisect.bisect_right(stamps, t)
-        while k > 0 and stamps[k - 1] > t - reach:
+        while k > 0 and stamps[k - 1] > t - _REACH:
             k -= 1
             rank, point = best[stamps[k]]
             if t < point.ts + timedelta(minutes=point.minutes) and (pick is None or (rank, -point.minutes) > pick[:2]):
@@ -152,17 +171,18 @@ def _choose(
     limit: int | None = None,
 ) -> dict[datetime, tuple[int, HourlyValue]]:
     """One value per point time in [start, end) with its rank, by rules 1-3 of the module."""
-    best: dict[datetime, tuple[int, HourlyValue]] = {}
+    return choose_points(_candidates(session, zone, kind, start, end, forecasts=forecasts, limit=limit))
 
-    def offer(rank: int, point: HourlyValue) -> None:
-        held = best.get(point.ts)
-        if held is None or rank >= held[0]:
-            best[point.ts] = (rank, point)
 
+def _candidates(
+    session: Session, zone: str, kind: SeriesKind, start: datetime, end: datetime, *, forecasts: bool,
+    limit: int | None,
+) -> Iterator[tuple[int, HourlyValue]]:
+    """Every stored value of (zone, kind) in [start, end) with its rank: imports oldest first, then forecast runs."""
     rows = _market_rows(session, zone, kind, start, end, limit if not forecasts else None)
     for ts, value, unit, source, issued_at, minutes in rows:
-        rank = _PUBLISHED if issued_at is None else _IMPORTED_FORECAST
-        offer(rank, HourlyValue(ts, float(value), unit, source, issued_at, int(minutes or 60)))
+        rank = PUBLISHED if issued_at is None else IMPORTED_FORECAST
+        yield rank, HourlyValue(ts, float(value), unit, source, issued_at, int(minutes or 60))
     if forecasts:
         unit = SERIES_UNITS.get(kind, "")
         for ts, value, model, issued_at in session.execute(
@@ -172,8 +192,7 @@ def _choose(
                    ForecastPoint.ts >= start, ForecastPoint.ts < end)
             .order_by(ForecastRun.issued_at, ForecastRun.id)
         ):
-            offer(_RUN_FORECAST, HourlyValue(ts, float(value), unit, f"forecast:{model}", issued_at))
-    return best
+            yield RUN_FORECAST, HourlyValue(ts, float(value), unit, f"forecast:{model}", issued_at)
 
 
 def hour_weights(started: datetime, finished: datetime) -> dict[datetime, float]:
