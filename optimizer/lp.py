@@ -219,7 +219,7 @@ class RestrictedMaster:
     def primal(self) -> np.ndarray:
         """Columns with a positive LP value: rows ``(class, r, h, s1, l1, s2, l2)`` and their values."""
         at = np.array([var.id for _, var in self.column_vars], dtype=np.int64)
-        x = self.x[at] if len(at) else np.zeros(0)
+        x = _padded(self.x, self.model.get_next_variable_id())[at] if len(at) else np.zeros(0)
         pos = np.flatnonzero(x > 1e-7)
         table = np.array([self.column_vars[k][0] for k in pos], dtype=np.int64).reshape(-1, 7)
         return np.column_stack((table.astype(float), x[pos]))
@@ -228,15 +228,22 @@ class RestrictedMaster:
         """Capacity prices per slot (a block's dual on each of its slots) and the convexity duals."""
         tb = self.tb
         nb = len(self.starts)
+        # rows added since the last solve that succeeded (a dive's failed re-solve) have no dual yet: price them 0
+        y = _padded(self.y, self.model.get_next_linear_constraint_id())
         lam, mu = np.zeros((tb.R, tb.H, nb)), np.zeros((tb.R, nb))
         for rows, target in ((self.gpu_rows, lam), (self.kw_rows, mu)):
             if rows:
                 keys = np.array(list(rows.keys()), dtype=np.int64)
                 at = np.array([row.id for row in rows.values()], dtype=np.int64)
-                target[tuple(keys.T)] = np.maximum(0.0, -self.y[at])
+                target[tuple(keys.T)] = np.maximum(0.0, -y[at])
         m = Multipliers(spread(lam, self.starts, tb.T), spread(mu, self.starts, tb.T))
-        pi = self.y[np.array([row.id for row in self.conv], dtype=np.int64)]
+        pi = y[np.array([row.id for row in self.conv], dtype=np.int64)]
         return m, pi
+
+
+def _padded(values: np.ndarray, n: int) -> np.ndarray:
+    """``values`` extended with zeros to length ``n`` (entries for variables or rows added since it was read)."""
+    return values if len(values) >= n else np.concatenate((values, np.zeros(n - len(values))))
 
 
 def _dense(vector, n: int) -> np.ndarray:

@@ -155,3 +155,31 @@ def test_master_guide_does_not_start_an_lp_predicted_to_miss_its_time():
     got = master_guide(tb, cls, rep, counts, [cheapest], m, [], time_limit_s=5.0, eval_s=0.01)
     assert got is not None and not (got[3].r < 0).any()
     assert master_guide(tb, cls, rep, counts, [cheapest], m, [], time_limit_s=5.0, eval_s=1e6) is None
+
+
+def test_duals_and_primal_after_columns_added_since_the_last_solve():
+    """A dive adds columns (and with them capacity rows) and may fail to re-solve in the time left; the duals and
+    primal it then reads are the last solve's, with 0 for what was added since (an IndexError before)."""
+    from optimizer.cpsat import build_classes
+    from optimizer.lp import RestrictedMaster
+    from optimizer.tables import build_tables
+
+    rng = np.random.default_rng(5)
+    regions = [region(n, rng.integers(5, 100, 8), gpus=4, budget_kw=3.0) for n in ("A", "B")]
+    jobs = [job(f"j{i}", gpus=int(rng.choice([1, 2])), dur=int(rng.integers(1, 4))) for i in range(6)]
+    tb = build_tables(problem(regions, jobs))
+    cls, rep, counts = build_classes(tb)
+    opts, rows = _every_start(tb)
+    in_a = np.flatnonzero(opts.r == 0)
+    master = RestrictedMaster(tb, cls, rep, counts)
+    master.add_options(opts, in_a, rows)
+    assert master.solve(5.0)
+    before, pi_before = master.duals()
+    n_rows = len(master.gpu_rows) + len(master.kw_rows)
+    assert master.add_options(opts, np.flatnonzero(opts.r == 1), rows) > 0  # region B's columns and rows
+    assert len(master.gpu_rows) + len(master.kw_rows) > n_rows
+    after, pi_after = master.duals()
+    assert np.array_equal(after.lam[0], before.lam[0]) and np.all(after.lam[1] == 0.0)
+    assert np.array_equal(pi_after, pi_before)
+    primal = master.primal()
+    assert len(primal) and np.all(primal[:, 1] == 0)  # the last solution: region A's columns only
