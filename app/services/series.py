@@ -130,7 +130,7 @@ def slot_values(
         return []
     best = _choose(session, zone, kind, slot_starts[0] - _REACH, slot_starts[-1] + timedelta(minutes=1),
                    forecasts=forecasts)
-    return values_at(best, slot_starts)
+    return values_at(best, slot_starts, published=published)
 
 
 _REACH = timedelta(days=1)  # no point holds longer than a day
@@ -147,9 +147,12 @@ def choose_points(candidates: Iterable[tuple[int, HourlyValue]]) -> dict[datetim
     return best
 
 
-def values_at(best: dict[datetime, tuple[int, HourlyValue]], slot_starts: list[datetime]) -> list[float]:
+def values_at(
+    best: dict[datetime, tuple[int, HourlyValue]], slot_starts: list[datetime], *, published: bool = False
+) -> list[float]:
     """The value of each slot from the chosen points (:func:`choose_points`): the point holding the slot's start,
-    the higher rank then the finer resolution where several do, NaN where none does."""
+    the higher rank then the finer resolution where several do, NaN where none does (``published``: where no
+    realised value does)."""
     stamps = sorted(best)
     out: list[float] = []
     for t in slot_starts:
