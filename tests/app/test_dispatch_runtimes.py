@@ -55,9 +55,10 @@ def test_dispatch_to_slurm(session, settings, small_fleet, slurm_clusters, mode)
 
 
 def test_dispatch_to_ray(session, settings, small_fleet, ray_head):  # noqa: F811
-    fleet.upsert_cluster(session, "ray-fi", "fi", "ray", ray_head.connector_config())  # resources H100=4, A100=2
     tenant = auth.create_tenant(session, "team-a")
-    session.commit()
+    # a Ray cluster serves one tenant (any of its jobs can read every job's runtime_env): bound to team-a
+    fleet.upsert_cluster(session, "ray-fi", "fi", "ray", {**ray_head.connector_config(), "tenant": "team-a"})
+    session.commit()  # resources H100=4, A100=2
     job = add_job(session, tenant.id, command="echo on-ray", gpus=1, name="ray")
     run = _dispatch_and_finish(session, settings, job, "fi", "a100", timeout_s=60.0)
     assert run.state == RunState.SUCCEEDED and run.runtime_job_id == run.run_key
