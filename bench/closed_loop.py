@@ -41,6 +41,7 @@ from forecasting.sources import read_harmonized
 from forecasting.sources.harmonized import CARBON_NEIGHBOURS
 from forecasting.task import ForecastTask
 from optimizer import HardwareType, Problem, Region
+from optimizer.residual import residual_problem
 from optimizer.scenarios import Quantiles, Uncertain
 
 ISSUE_HOUR = 13  # forecasts are issued at 13:00 UTC, after the day-ahead auction's results (~12:45 CET)
@@ -258,34 +259,12 @@ def replan_problem(problem: Problem, plan, at_slot: int) -> tuple[Problem, tuple
 
     Returns the problem of the jobs still to place and the kept assignments.
     """
-    jobs = {j.job_id: j for j in problem.jobs}
     kept = tuple(a for a in plan.assignments if a.start_slot < at_slot)
     kept_ids = {a.job_id for a in kept}
-    n = problem.n_slots
-    gpus: dict[tuple[str, str], list[int]] = {}
-    kw: dict[str, list[float]] = {}
-    for a in kept:
-        j = jobs[a.job_id]
-        reg = problem.region(a.region)
-        power = j.gpus * problem.job_power_kw_per_gpu(j, a.hardware) * reg.pue
-        used, load = gpus.setdefault((a.region, a.hardware), [0] * n), kw.setdefault(a.region, [0.0] * n)
-        for c in a.chunks:
-            for t in range(c.start_slot, c.end_slot):
-                used[t] += j.gpus
-                load[t] += power
-    regions = []
-    for r in problem.regions:
-        per_slot = dict(r.inventory_per_slot)
-        for (name, hw), used in gpus.items():
-            if name == r.name:
-                per_slot[hw] = tuple(max(0, r.gpus_at(hw, t) - used[t]) for t in range(n))
-        base = tuple(r.base_kw_at(t) + kw.get(r.name, [0.0] * n)[t] for t in range(n))
-        regions.append(Region(r.name, r.price_per_mwh, r.carbon_g_per_kwh, r.power_budget_kw, r.inventory, r.pue,
-                              base, per_slot, r.currency))
+    left = residual_problem(problem, replace(plan, assignments=kept), problem)  # the optimizer's own rule
     rest = tuple(replace(j, release_slot=max(j.release_slot, at_slot)) for j in problem.jobs
                  if j.job_id not in kept_ids)
-    return Problem(problem.start, problem.slot_minutes, n, tuple(regions), problem.hardware, rest, problem.objective,
-                   problem.currency, problem.fx_rates, problem.cost_scale), kept
+    return replace(left, jobs=rest), kept
 
 
 def replan_curves(realised: dict[SeriesKind, pd.DataFrame], runs: dict[tuple[str, SeriesKind], pd.DataFrame],
