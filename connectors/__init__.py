@@ -11,7 +11,7 @@ from connectors.base import (
     RunStatus,
     RuntimeState,
 )
-from connectors.registry import available_kinds, get_connector, known_kinds, register
+from connectors.registry import accepts_tenant, available_kinds, get_connector, known_kinds, register
 
 __all__ = [
     "Capacity",
@@ -23,6 +23,7 @@ __all__ = [
     "JobSpec",
     "RunStatus",
     "RuntimeState",
+    "accepts_tenant",
     "available_kinds",
     "get_connector",
     "known_kinds",

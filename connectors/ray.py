@@ -65,6 +65,9 @@ class RayConnector:
     """Jobs on a Ray cluster, addressed by its dashboard (Job Submission) URL."""
 
     kind: ClassVar[str] = "ray"
+    #: every job of a Ray cluster can read every job's runtime_env: an unbound cluster runs tenants' jobs only with
+    #: ``shared_between_tenants`` (connectors.registry.accepts_tenant; dispatch skips it otherwise)
+    unbound_needs_consent: ClassVar[bool] = True
     config_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "additionalProperties": False,

@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from connectors.base import ClusterConnector, ConfigError
+from connectors.base import ClusterConnector, ConfigError, serves_tenant
 
 __all__ = ["available_kinds", "credential_fields", "get_connector", "known_kinds", "register", "validate_config"]
 
@@ -89,6 +89,20 @@ def get_connector(kind: str, config: Mapping[str, Any] | None = None) -> Cluster
             kind=kind,
         )
     return cls(checked)
+
+
+def accepts_tenant(kind: str, config: Mapping[str, Any], tenant: str | None) -> bool:
+    """True when a cluster of ``kind`` with ``config`` would run ``tenant``'s jobs: not bound to another tenant
+    (:func:`~connectors.base.serves_tenant`), and, for kinds whose jobs can see each other's environment
+    (class attribute ``unbound_needs_consent``, e.g. Ray), bound to this tenant or ``shared_between_tenants``.
+    Dispatch asks this before it picks a cluster, so no run is sent where the connector would refuse it."""
+    _load_builtins()
+    if not serves_tenant(config, tenant):
+        return False
+    cls = _REGISTRY.get(kind)
+    if tenant is None or config.get("tenant") or not getattr(cls, "unbound_needs_consent", False):
+        return True
+    return bool(config.get("shared_between_tenants", False))
 
 
 def credential_fields(kind: str, config: Mapping[str, Any]) -> list[str]:

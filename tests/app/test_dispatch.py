@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from app.enums import JobState, RunState
 from app.models import Cluster, Job, Run
@@ -98,6 +98,31 @@ def test_a_job_goes_only_to_a_cluster_that_serves_its_tenant(session, settings, 
     assert dispatch_submit.build_spec(session, run).tenant == "team-a"
     (fi_run,) = runs_of(session, fi.id)
     assert fi_run.cluster_id is None and "no enabled cluster for tenant team-a" in (fi_run.error or "")
+
+
+def test_an_unbound_ray_cluster_is_skipped_unless_it_is_shared(session, settings, tenant_id, clusters):
+    """A Ray cluster shows every job's environment to every job, so its connector refuses tenants' jobs unless the
+    cluster is bound to the tenant or ``shared_between_tenants``: dispatch must not pick it (the run would fail at
+    submission with the binding message) and takes the region's next cluster instead, or none."""
+    from app.services import fleet
+
+    ray = fleet.upsert_cluster(session, "fi-ray", "fi", "ray", {"address": "http://127.0.0.1:8265"})
+    fi_local = session.scalars(select(Cluster).where(Cluster.name == "fi-local")).one()
+    fi = ray.region_id
+    session.commit()
+    assert dispatch_claim.pick_cluster(session, fi, "team-a").name == "fi-local"
+    fi_local.enabled = False  # the unbound Ray cluster is now the region's only one
+    session.commit()
+    assert dispatch_claim.pick_cluster(session, fi, "team-a") is None
+    assert dispatch_claim.pick_cluster(session, fi, None).name == "fi-ray"  # work of no tenant
+    fleet.upsert_cluster(session, "fi-ray", "fi", "ray", {"address": "http://127.0.0.1:8265",
+                                                          "shared_between_tenants": True})
+    session.commit()
+    assert dispatch_claim.pick_cluster(session, fi, "team-a").name == "fi-ray"
+    fleet.upsert_cluster(session, "fi-ray", "fi", "ray", {"address": "http://127.0.0.1:8265", "tenant": "team-a"})
+    fi_local.enabled = True
+    session.commit()
+    assert dispatch_claim.pick_cluster(session, fi, "team-a").name == "fi-ray"  # bound to it: before the unbound one
 
 
 def test_assignment_not_yet_due_waits(session, settings, tenant_id, clusters):

@@ -24,7 +24,7 @@ from app.services.dispatch.failures import requeue_after_failure
 from app.services.dispatch.run_keys import new_run_key
 from app.services.job_states import set_state
 from app.services.tenancy import dispatch_hold
-from connectors.base import serves_tenant
+from connectors.registry import accepts_tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +201,10 @@ def _new_run(
 
 def pick_cluster(session: Session, region_id: int, tenant: str | None = None) -> Cluster | None:
     """The enabled cluster of a region that may run ``tenant``'s jobs: one bound to that tenant first (config
-    ``tenant``), else an unbound one, the oldest first; never a cluster bound to another tenant."""
+    ``tenant``), else an unbound one that accepts it, the oldest first; never a cluster bound to another tenant, nor an
+    unbound one whose connector refuses unbound tenants (a Ray cluster not ``shared_between_tenants``)."""
     q = select(Cluster).where(Cluster.region_id == region_id, Cluster.enabled.is_(True)).order_by(Cluster.id)
-    usable = [c for c in session.scalars(q) if serves_tenant(c.config or {}, tenant)]
+    usable = [c for c in session.scalars(q) if accepts_tenant(c.kind, c.config or {}, tenant)]
     return next((c for c in usable if (c.config or {}).get("tenant") == tenant), usable[0] if usable else None)
 
 
