@@ -85,8 +85,9 @@ def regularize_hourly(
     name : str
         Name of the series used in error messages.
     seasonal_columns : sequence of str
-        Regressor columns whose longer gaps are filled with the value of the same hour one week earlier
-        (a day-ahead forecast that was not published is replaced by last week's); reported too.
+        Regressor columns whose longer gaps, and gaps at the end that cannot be interpolated, are filled with the
+        value of the same hour one week earlier (a day-ahead forecast that was not published is replaced by last
+        week's); reported too.
     start_after_gaps : bool
         A gap that cannot be filled, unless it reaches the last hour, cuts the history instead: the frame starts
         at the first midnight after it (older data is dropped, not repaired).
@@ -117,7 +118,7 @@ def regularize_hourly(
         for start, end in runs:
             hours = end - start + 1
             at_edge = start == 0 or end == len(values) - 1
-            if col in seasonal_columns and start >= 168 and hours > max_fill_hours:
+            if col in seasonal_columns and start >= 168 and (hours > max_fill_hours or at_edge):
                 week_ago = out[col].to_numpy()[start - 168 : end - 168 + 1]
                 if np.isfinite(week_ago).all():
                     out.loc[grid[start : end + 1], col] = week_ago

@@ -45,3 +45,21 @@ def test_an_old_gap_too_long_to_repair_shortens_the_history_instead_of_failing()
     recent = load.drop(load.loc["2022-03-01":"2022-03-09 23:00"].index)  # a hole up to the issue still fails
     with pytest.raises(ForecastInputError, match="'load' is missing"):
         issue_frame({"y": target, "load": recent}, NOW, 24, name="t")
+
+
+def test_a_regressor_hour_missing_at_the_end_of_the_history_comes_from_the_week_before():
+    """A single missing (or 0, read as missing) hour of a day-ahead regressor at the last hour of the history
+    cannot be interpolated; it used to fail the whole refresh (DE's load forecast on 2022-02-21 and 2022-03-23 23:00
+    UTC). It is filled like an unpublished hour, from the same hour a week before, and reported; the target is not."""
+    target = _series("2022-01-01", "2022-03-10 12:00")
+    load = _series("2022-01-01", "2022-03-12", seed=1)
+    hole = pd.Timestamp("2022-03-09 23:00", tz="UTC")
+    hist, _, _ = issue_frame({"y": target, "load": load.drop(hole)}, NOW, 24, name="t")
+    assert hist.loc[hole, "load"] == load[hole - pd.Timedelta(days=7)]
+    frame = pd.DataFrame({"y": target, "load": load}).loc[:hole]
+    _, reports = regularize_hourly(frame.assign(load=frame["load"].where(frame.index != hole)), ["y", "load"],
+                                   seasonal_columns=["load"])
+    assert [(r.column, r.hours) for r in reports] == [("load", 1)]
+    with pytest.raises(ForecastInputError, match="'y' is missing 1 h"):  # a missing target hour still fails
+        regularize_hourly(frame.assign(y=frame["y"].where(frame.index != hole)), ["y", "load"],
+                          seasonal_columns=["load"])
