@@ -2,12 +2,16 @@
 
     python bench/forecast_bench.py [--only price|carbon] [--markets NP DE] [--regions BE ...]
                                    [--price-models lear lear_nn] [--day-step N] [--workers 2] [--json]
+                                   [--ensemble price_ens|none] [--price-periods validation test] [--val-day-step N]
                                    [--no-generation-forecast] [--carbon-model lear_hgbra_log]
                                    [--carbon-test 2021-07-01 2021-12-31]
 
 * price: day-ahead, recalibrated daily, on the exact epftoolbox test periods (NP 2016-12-27..2018-12-24,
   DE 2016-01-04..2017-12-31), side by side with the official LEAR-Ens and DNN-Ens forecasts
-  (shared/data/epftoolbox/forecasts) over the same hours;
+  (shared/data/epftoolbox/forecasts) over the same hours; with ``--ensemble`` (default ``price_ens``) the
+  ensemble's members are first backtested over the 364 days before each test start, its weights fitted there
+  (``forecasting.validation``), and the test scores the members, the equal-weight and the validated
+  (``price_ens@val``) ensembles; ``--price-periods validation`` computes and caches the validation year alone;
 * carbon: the 7 harmonized regions, history from 2021-01-01, test 2022 day-ahead (forecast issued at
   00:00 UTC for the 24 hours of the day, recalibrated daily), MAPE and MAE against the daily seasonal
   naive and persistence. Carbon intensity: ``--carbon-model`` (default the production choice
