@@ -2,12 +2,16 @@
 
     python bench/forecast_bench.py [--only price|carbon] [--markets NP DE] [--regions BE ...]
                                    [--price-models lear lear_nn] [--day-step N] [--workers 2] [--json]
+                                   [--ensemble price_ens|none] [--price-periods validation test] [--val-day-step N]
                                    [--no-generation-forecast] [--carbon-model lear_hgbra_log]
                                    [--carbon-test 2021-07-01 2021-12-31]
 
 * price: day-ahead, recalibrated daily, on the exact epftoolbox test periods (NP 2016-12-27..2018-12-24,
   DE 2016-01-04..2017-12-31), side by side with the official LEAR-Ens and DNN-Ens forecasts
-  (shared/data/epftoolbox/forecasts) over the same hours;
+  (shared/data/epftoolbox/forecasts) over the same hours; with ``--ensemble`` (default ``price_ens``) the
+  ensemble's members are first backtested over the 364 days before each test start, its weights fitted there
+  (``forecasting.validation``), and the test scores the members, the equal-weight and the validated
+  (``price_ens@val``) ensembles; ``--price-periods validation`` computes and caches the validation year alone;
 * carbon: the 7 harmonized regions, history from 2021-01-01, test 2022 day-ahead (forecast issued at
   00:00 UTC for the 24 hours of the day, recalibrated daily), MAPE and MAE against the daily seasonal
   naive and persistence. Carbon intensity: ``--carbon-model`` (default the production choice
@@ -53,6 +57,7 @@ from forecasting.sources import read_harmonized, read_series_csv  # noqa: E402
 from forecasting.sources.deepforkit import read_deepforkit  # noqa: E402
 from forecasting.sources.harmonized import CARBON_NEIGHBOURS  # noqa: E402
 from forecasting.task import ForecastTask  # noqa: E402
+from forecasting.validation import validated_ensemble, validation_period  # noqa: E402
 
 TEST = {"NP": ("2016-12-27", "2018-12-24"), "DE": ("2016-01-04", "2017-12-31")}
 REGIONS = ("BE", "CH", "DE", "ES", "FI", "FR", "PL")
@@ -78,35 +83,70 @@ def _cpu_s() -> float:
     return self_.ru_utime + self_.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _price_rows(market: str, period: str, fc: pd.DataFrame, names: list[str], day_step: int,
+                wall: float, cpu: float, extra: dict[str, pd.Series] | None = None,
+                weights: dict[str, str] | None = None) -> list[dict]:
+    actual = fc["actual"].to_numpy()
+    naive = fc["naive_weekly"].to_numpy()
+    columns = {m: fc[m].to_numpy() for m in names if m in fc}
+    columns.update({k: v.to_numpy() for k, v in (extra or {}).items()})
+    return [{"section": "price", "series": market, "period": period, "model": name, "mae": mae(actual, f),
+             "smape": smape(actual, f), "rmae": mae(actual, f) / mae(actual, naive), "days": len(fc) // 24,
+             "day_step": day_step, "weights": (weights or {}).get(name),
+             "wall_s": wall if name == names[0] else None, "cpu_s": cpu if name == names[0] else None}
+            for name, f in columns.items()]
+
+
 def price_bench(
-    data: Path, markets: list[str], models: list[str], day_step: int, workers: int, cache: Path
+    data: Path, markets: list[str], models: list[str], day_step: int, workers: int, cache: Path,
+    ensemble: str | None = None, periods: tuple[str, ...] = ("validation", "test"), val_day_step: int = 1,
 ) -> list[dict]:
+    """Price rows per market. With ``ensemble`` (a registered :class:`Ensemble`), its members are first backtested
+    over the validation year before the test start and its weights fitted there (``forecasting.validation``);
+    the test then scores the members, the equal-weight ensemble and the validated one (``<name>@val``).
+    The wall and CPU columns sit on the first row of each backtest and cover all its models."""
     rows = []
     for market in markets:
         frame, meta = read_series_csv(data / "epftoolbox" / f"{market}.csv.gz")
         task = ForecastTask(meta["target"], tuple(meta["exog"]))
         start, end = TEST[market]
+        named = {m: get_model(m) for m in models}
+        weights: dict[str, str] = {}
+        if ensemble is not None:
+            ens = get_model(ensemble)
+            if not isinstance(ens, Ensemble):
+                raise SystemExit(f"--ensemble {ensemble}: not an ensemble model")
+            wall0, cpu0 = time.perf_counter(), _cpu_s()
+            fitted, val = validated_ensemble(frame, task, ens, start, day_step=val_day_step, cache_dir=cache,
+                                             workers=workers)
+            wall, cpu = time.perf_counter() - wall0, _cpu_s() - cpu0
+            members = [m.name for m in ens.members]
+            vfc = val.forecasts
+            w = np.asarray(fitted.weights)
+            blend = pd.Series(np.stack([vfc[m].to_numpy() for m in members]).T @ w, index=vfc.index)
+            eq = vfc[members].mean(axis=1)
+            weights = {fitted.name: " ".join(f"{m}={x:.2f}" for m, x in zip(members, w, strict=True))}
+            first, last = validation_period(start)
+            rows += _price_rows(market, f"val {first.date()}..{last.date()}", vfc, [*members, "naive_weekly"],
+                                val_day_step, wall, cpu, {ens.name: eq, fitted.name: blend}, weights)
+            named.update({m.name: m for m in ens.members})
+            named.update({ens.name: ens, fitted.name: fitted})
+        if "test" not in periods:
+            continue
+        named["naive_daily"] = get_model("naive_daily")
         wall0, cpu0 = time.perf_counter(), _cpu_s()
-        result = run_backtest(frame, task, {m: get_model(m) for m in [*models, "naive_daily"]}, start, end, cache_dir=cache,
-                              workers=workers, day_step=day_step)
+        result = run_backtest(frame, task, named, start, end, cache_dir=cache, workers=workers, day_step=day_step)
         wall, cpu = time.perf_counter() - wall0, _cpu_s() - cpu0
         fc = result.forecasts
         official = pd.read_csv(data / "epftoolbox" / "forecasts" / f"Forecasts_{market}_DNN_LEAR_ensembles.csv.gz",
                                parse_dates=["timestamp_local"], index_col="timestamp_local")
         official.index = official.index.tz_localize("UTC")  # same wall-clock labels as our reader
         official = official.loc[fc.index]
-        actual = official["Real price"].to_numpy()
-        if not np.allclose(actual, fc["actual"].to_numpy(), atol=0.01):
+        if not np.allclose(official["Real price"].to_numpy(), fc["actual"].to_numpy(), atol=0.01):
             raise SystemExit(f"{market}: dataset prices differ from the official forecast file")
-        naive = fc["naive_weekly"].to_numpy()
-        columns = {m: fc[m].to_numpy() for m in [*models, "naive_daily", "naive_weekly"] if m in fc}
-        columns["official LEAR-Ens"] = official["LEAR Ensemble"].to_numpy()
-        columns["official DNN-Ens"] = official["DNN Ensemble"].to_numpy()
-        for name, f in columns.items():
-            rows.append({"section": "price", "series": market, "model": name, "mae": mae(actual, f),
-                         "smape": smape(actual, f), "rmae": mae(actual, f) / mae(actual, naive),
-                         "days": len(fc) // 24, "day_step": day_step,
-                         "wall_s": wall if name in models else None, "cpu_s": cpu if name in models else None})
+        extra = {"official LEAR-Ens": official["LEAR Ensemble"], "official DNN-Ens": official["DNN Ensemble"]}
+        rows += _price_rows(market, f"test {start}..{end}", fc, [*named, "naive_weekly"], day_step, wall, cpu,
+                            extra, weights)
     return rows
 
 
@@ -219,6 +259,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--regions", nargs="+", default=list(REGIONS))
     parser.add_argument("--targets", nargs="+", default=["carbon_intensity_g_per_kwh", "renewable_share"])
     parser.add_argument("--day-step", type=int, default=1)
+    parser.add_argument("--ensemble", default="price_ens",
+                        help="price ensemble whose weights are fitted on the year before each test period "
+                             "('none' to skip); its members, equal and validated weights are scored")
+    parser.add_argument("--price-periods", nargs="+", choices=["validation", "test"], default=["validation", "test"],
+                        help="'validation' alone computes (and caches) the validation year only")
+    parser.add_argument("--val-day-step", type=int, default=1, help="every N-th validation day only")
     parser.add_argument("--workers", type=int, default=2, help="processes (at most 2 on the shared machine)")
     parser.add_argument("--cache", type=Path, default=CACHE, help="per-day forecast cache")
     parser.add_argument("--no-generation-forecast", action="store_true",
@@ -237,7 +283,9 @@ def main(argv: list[str] | None = None) -> None:
     # thread per core, one hgb_log day (CH, 2022-06-01) took 5.9 CPU-s on this busy 2-core machine, 1.4 with one
     with threadpool_limits(limits=1) if args.workers > 1 else nullcontext():
         if args.only in (None, "price"):
-            rows += price_bench(data, args.markets, args.price_models, args.day_step, args.workers, args.cache)
+            ensemble = None if args.ensemble == "none" else args.ensemble
+            rows += price_bench(data, args.markets, args.price_models, args.day_step, args.workers, args.cache,
+                                ensemble, tuple(args.price_periods), args.val_day_step)
         if args.only in (None, "carbon"):
             rows += carbon_bench(data, args.regions, args.targets, args.day_step, args.workers, args.cache,
                                  not args.no_generation_forecast, args.carbon_model, tuple(args.carbon_test))

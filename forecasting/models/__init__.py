@@ -53,6 +53,12 @@ register("lear_short", lambda: Lear(windows_days=(56, 84, 364), name="lear_short
 MODELS.update(CARBON_MODELS)
 # Production price model: LEAR and the network averaged (their errors are weakly correlated).
 register("lear_nn", lambda: Ensemble((Lear(), NeuralNet()), name="lear_nn"))
+# A third, different learner on the LEAR inputs for price ensembles: boosted trees over the hours of two years,
+# with the day-to-day changes and the last value's position as features (raw scale: prices can be negative).
+register("hgb_price", lambda: Boosted(window_days=728, differences=True, recent=True, name="hgb_price"))
+# Price ensemble of LEAR, the network and the trees. Registered with equal weights (what a zone gets before any
+# validation); the benchmark fits its weights on the year before each test period (forecasting.validation).
+register("price_ens", lambda: Ensemble((Lear(), NeuralNet(), MODELS["hgb_price"]()), name="price_ens"))
 if _prophet_enabled():
     register("prophet", ProphetModel)
 

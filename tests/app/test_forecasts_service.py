@@ -68,6 +68,18 @@ def test_failed_refresh_keeps_the_last_good_forecast(session, client):
     assert [(i["zone"], i["kind"], i["status"]) for i in status["items"]] == [("DE", "price", "failed")]
 
 
+def test_the_price_ensemble_forecasts_through_the_service(session):
+    _store(session, days=70)  # the network needs 56 complete days (+ 7 of lags)
+    now = START + timedelta(days=70, hours=1)
+    out = forecasts.refresh(session, "DE", SeriesKind.PRICE, now=now, horizon_hours=24, model="price_ens")
+    assert out.status == ForecastRunStatus.SUCCEEDED, out.error
+    run = session.get(ForecastRun, out.run_id)
+    values = np.array([p.value for p in run.points])
+    assert run.model == "price_ens" and len(values) % 24 == 0 and np.isfinite(values).all()
+    # the synthetic price is 0.002 load - 0.003 wind + noise: about 50 EUR/MWh, never beyond 100
+    assert 0 < values.mean() < 100 and all(p.quantiles["0.1"] <= p.quantiles["0.9"] for p in run.points)
+
+
 def test_too_little_history_fails_with_the_series_named(session):
     _store(session, zone="FR", days=10)
     out = forecasts.refresh(session, "FR", SeriesKind.PRICE, now=START + timedelta(days=10), horizon_hours=24)
