@@ -60,6 +60,10 @@ DEFAULT_DB = "postgresql+psycopg://postgres@127.0.0.1:5432/gridshift_hostile_ben
 DEFAULT_REDIS = "redis://127.0.0.1:6379/3"
 HOST = "127.0.0.1"  # loopback only
 PROBE_TIMEOUT_S = 5.0
+#: docker-compose.yml's web-heavy service: its gunicorn's workers and niceness (tests/security/test_web_tier.py checks
+#: that they match the compose file, so that the bench runs the production shape)
+HEAVY_WORKERS = 2
+HEAVY_NICE = 10
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
@@ -382,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.one_pool:
             heavy_port = args.port + 2
             heavy = start_gunicorn(env, heavy_port, workdir / "gunicorn-heavy.log", cost_limits=not args.no_cost_limits,
-                                   cpus=args.server_cpus, workers=2, nice=10, cost_concurrency=cap)
+                                   cpus=args.server_cpus, workers=HEAVY_WORKERS, nice=HEAVY_NICE, cost_concurrency=cap)
         nginx = start_nginx(args.port, heavy_port, args.port + 1, workdir, cpus=args.server_cpus,
                             conf_path=args.nginx_conf)
         pgids = [gunicorn.pid, nginx.pid] + ([heavy.pid] if heavy else [])
