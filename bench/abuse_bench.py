@@ -269,7 +269,7 @@ def _cpu_s(pgids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def trial_flood(port: int, token: str, flood_token: str, seconds: float, connections: int,
+def trial_flood(port: int, token: str, flood_tokens: list[str], seconds: float, connections: int,
                 server_pgids: list[int], *, cheap: bool = False, flood_cpus: set[int] | None = None,
                 flood_nice: int = 0) -> dict[str, Any]:
     import multiprocessing
@@ -281,9 +281,11 @@ def trial_flood(port: int, token: str, flood_token: str, seconds: float, connect
     ctx = multiprocessing.get_context("fork")
     results: Any = ctx.Queue()
     until = time.time() + seconds + 1.0
-    flooders = [ctx.Process(target=_flood, args=(port, flood_token, body, until, results, flood_cpus, flood_nice),
+    # flooder i uses token i mod len(flood_tokens): one tenant's tokens (nginx's limits are per token)
+    flooders = [ctx.Process(target=_flood, args=(port, flood_tokens[i % len(flood_tokens)], body, until, results,
+                                                 flood_cpus, flood_nice),
                             daemon=True)
-                for _ in range(connections)]
+                for i in range(connections)]
     server_cpu0 = _cpu_s(server_pgids)
     parts0 = [_cpu_s([pgid]) for pgid in server_pgids]
     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -322,7 +324,7 @@ def _seed(port: int, token: str, n: int) -> None:
     conn.close()
 
 
-def _flood_tenant(env: BenchEnv) -> str:
+def _flood_tenant(env: BenchEnv, n_tokens: int = 1) -> list[str]:
     from app.db import make_engine
     from app.enums import Role
     from app.services import auth
@@ -330,10 +332,10 @@ def _flood_tenant(env: BenchEnv) -> str:
     engine = make_engine(env.settings)
     with Session(engine) as session:
         tenant = auth.create_tenant(session, "flood")
-        token = auth.issue_token(session, tenant, "flood", Role.MEMBER)[1]
+        tokens = [auth.issue_token(session, tenant, f"flood-{i}", Role.MEMBER)[1] for i in range(n_tokens)]
         session.commit()
     engine.dispose()
-    return token
+    return tokens
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each trial [s]")
     parser.add_argument("--trials", default="slow,flood,control")
     parser.add_argument("--flood-connections", type=int, default=4)
+    parser.add_argument("--flood-tokens", type=int, default=1,
+                        help="tokens of the flooding tenant, shared out among the connections")
     parser.add_argument("--flood-direct", action="store_true", help="flood gunicorn itself, not through nginx")
     parser.add_argument("--no-cost-limits", action="store_true", help="budget and concurrency cap off (before)")
     parser.add_argument("--server-cpus", default=None, help="taskset CPU list for gunicorn and nginx (e.g. 0)")
@@ -365,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
 
     redis.Redis.from_url(args.redis_url).flushdb()  # this bench's own db: no counters left from a previous run
     env = prepare(args.database_url, redis_url=args.redis_url, n_tokens=1)
-    flood_token = _flood_tenant(env)
+    flood_tokens = _flood_tenant(env, args.flood_tokens)
+    flood_token = flood_tokens[0]
     workdir = Path(tempfile.mkdtemp(prefix="gs-abuse-"))
     workdir.chmod(0o755)  # nginx's workers (nobody, when started as root) keep their temp files under it
     gunicorn = nginx = heavy = None
@@ -374,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                            "load": os.getloadavg()[0], "cpus": os.cpu_count(), "server_cpus": args.server_cpus,
                            "flood_cpus": args.flood_cpus, "probe_cpus": args.probe_cpus,
                            "pools": "one" if args.one_pool else "two (heavy: 2 workers, nice 10)",
-                           "flood_nice": args.flood_nice, "nginx_conf": str(args.nginx_conf or "deploy/nginx.conf"),
+                           "flood_nice": args.flood_nice, "flood_tokens": args.flood_tokens, "nginx_conf": str(args.nginx_conf or "deploy/nginx.conf"),
                            "trials": {}}
     try:
         # docker-compose's two pools: web (4 workers) and web-heavy (2 workers at nice 10), a tenant's expensive
@@ -398,11 +403,11 @@ def main(argv: list[str] | None = None) -> int:
             out["trials"]["slow_nginx"] = trial_slow("nginx", args.port + 1, token, flood_token, args.seconds)
         if "flood" in trials:
             port = args.port if args.flood_direct else args.port + 1
-            out["trials"]["flood"] = trial_flood(port, token, flood_token, args.seconds,
+            out["trials"]["flood"] = trial_flood(port, token, flood_tokens, args.seconds,
                                                  args.flood_connections, pgids, flood_cpus=flood_cpus,
                                                  flood_nice=args.flood_nice)
         if "control" in trials:  # the same flood of the cheapest request: what any flood costs on this machine
-            out["trials"]["control"] = trial_flood(args.port + 1, token, flood_token, args.seconds,
+            out["trials"]["control"] = trial_flood(args.port + 1, token, flood_tokens, args.seconds,
                                                    args.flood_connections, pgids, cheap=True,
                                                    flood_cpus=flood_cpus, flood_nice=args.flood_nice)
     finally:
