@@ -106,8 +106,10 @@ def call(
 def announce(port: int, method: str, path: str, length: int) -> int:
     """The status nginx answers to a request that announces a ``length``-byte body and sends none of it."""
     with socket.create_connection((HOST, port), timeout=10) as sock:
-        sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer gs_0123abcd_secret\r\n"
-                     f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n".encode())
+        sock.sendall(
+            f"{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer gs_0123abcd_secret\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n".encode()
+        )
         return int(sock.recv(4096).split(b" ", 2)[1])
 
 
@@ -160,7 +162,8 @@ def test_one_heavy_request_per_token_at_a_time(front) -> None:
     status, answer = call(port, "GET", "/api/v1/reports/monthly.pdf")
     assert status == 429
     assert answer["status"] == 429 and answer["retry_after"] == "1"
-    assert call(port, "POST", "/api/v1/plans/preview", b"{}")[0] == 429  # any heavy location, same token prefix
+    # any heavy location, same token prefix
+    assert call(port, "POST", "/api/v1/plans/preview", b"{}")[0] == 429
     assert call(port, "GET", "/api/v1/jobs")[0] == 200
     assert call(port, "GET", "/api/v1/reports/monthly.csv", token="gs_99999999_other")[0] == 200
     worker.join()
@@ -190,12 +193,17 @@ def test_compose_runs_the_heavy_pool_at_a_lower_priority_as_the_bench_does() -> 
     command = heavy["command"]
     assert command[:3] == ["nice", "-n", str(abuse_bench.HEAVY_NICE)]
     assert abuse_bench.HEAVY_NICE > 0
-    gunicorn = command[3:]
-    workers = gunicorn[gunicorn.index("--workers") + 1]
-    assert int(workers) == abuse_bench.HEAVY_WORKERS < int(web["command"][web["command"].index("--workers") + 1])
-    same = [a for i, a in enumerate(gunicorn) if gunicorn[i - 1] != "--workers" and a != "--workers"]
-    assert same == [a for i, a in enumerate(web["command"]) if web["command"][i - 1] != "--workers" and a != "--workers"]
+    gunicorn, web_gunicorn = command[3:], web["command"]
+    workers = int(gunicorn[gunicorn.index("--workers") + 1])
+    assert workers == abuse_bench.HEAVY_WORKERS < int(web_gunicorn[web_gunicorn.index("--workers") + 1])
+    assert _without_workers(gunicorn) == _without_workers(web_gunicorn)
     assert set(proxy["depends_on"]) >= {"web", "web-heavy"}
-    assert heavy["environment"]["GRIDSHIFT_TRUSTED_PROXIES"] == web["environment"]["GRIDSHIFT_TRUSTED_PROXIES"]
+    trusted = "GRIDSHIFT_TRUSTED_PROXIES"
+    assert heavy["environment"][trusted] == web["environment"][trusted]
     assert "ports" not in heavy  # reached through the proxy only
     assert heavy["environment"]["GRIDSHIFT_COST_CONCURRENCY"].endswith(":-1}")
+
+
+def _without_workers(command: list[str]) -> list[str]:
+    at = command.index("--workers")
+    return command[:at] + command[at + 2 :]
