@@ -60,6 +60,10 @@ DEFAULT_DB = "postgresql+psycopg://postgres@127.0.0.1:5432/gridshift_hostile_ben
 DEFAULT_REDIS = "redis://127.0.0.1:6379/3"
 HOST = "127.0.0.1"  # loopback only
 PROBE_TIMEOUT_S = 5.0
+#: docker-compose.yml's web-heavy service: its gunicorn's workers and niceness (tests/security/test_web_tier.py checks
+#: that they match the compose file, so that the bench runs the production shape)
+HEAVY_WORKERS = 2
+HEAVY_NICE = 10
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
@@ -77,9 +81,10 @@ def _pinned(cmd: list[str], cpus: str | None) -> list[str]:
     return ["taskset", "-c", cpus, *cmd] if cpus else cmd
 
 
-def start_gunicorn(env: BenchEnv, port: int, log: Path, *, cost_limits: bool,
-                   cpus: str | None = None) -> subprocess.Popen[bytes]:
-    """The production command of docker-compose.yml's web service, on loopback."""
+def start_gunicorn(env: BenchEnv, port: int, log: Path, *, cost_limits: bool, cpus: str | None = None,
+                   workers: int = 4, nice: int = 0, cost_concurrency: int = 1) -> subprocess.Popen[bytes]:
+    """The production command of docker-compose.yml's web service (``workers=4``) or web-heavy service
+    (``workers=2, nice=10``), on loopback; ``cost_concurrency`` is compose's GRIDSHIFT_COST_CONCURRENCY."""
     s = env.settings
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("GRIDSHIFT_")}
     child_env.update(
@@ -88,27 +93,33 @@ def start_gunicorn(env: BenchEnv, port: int, log: Path, *, cost_limits: bool,
         GRIDSHIFT_SECRET_KEY="bench", GRIDSHIFT_LOCAL_RUNTIME_DIR=str(s.local_runtime_dir),
         GRIDSHIFT_TRUSTED_PROXIES=HOST,  # nginx, on loopback
         GRIDSHIFT_RATE_LIMIT="100000 per minute",  # request counting is not what this bench measures
+        GRIDSHIFT_COST_CONCURRENCY=str(cost_concurrency),
     )
     if not cost_limits:
         child_env.update(GRIDSHIFT_COST_BUDGET="", GRIDSHIFT_COST_CONCURRENCY="1000")
-    cmd = [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}", "--workers", "4", "--timeout", "60",
+    cmd = [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}", "--workers", str(workers), "--timeout", "60",
            "--preload", "--log-level", "warning", "app.wsgi:app"]
+    if nice:
+        cmd = ["nice", "-n", str(nice), *cmd]
     proc = subprocess.Popen(_pinned(cmd, cpus), cwd=REPO, env=child_env, stdout=log.open("wb"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     _wait_port(port, proc, "gunicorn", log)
     return proc
 
 
-def start_nginx(upstream_port: int, port: int, workdir: Path, cpus: str | None = None) -> subprocess.Popen[bytes]:
-    """nginx with deploy/nginx.conf; only the upstream and listen lines (marked ``# bench:``) are changed."""
+def start_nginx(upstream_port: int, heavy_port: int, port: int, workdir: Path,
+                cpus: str | None = None, conf_path: Path | None = None) -> subprocess.Popen[bytes]:
+    """nginx with deploy/nginx.conf; only the two upstream lines and the listen line (marked ``# bench:``) are
+    changed. ``heavy_port`` equal to ``upstream_port`` sends the heavy locations to the one pool (``--one-pool``)."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(binary).exists():
         raise SystemExit("needs nginx (apt-get install nginx-light)")
-    conf = (REPO / "deploy" / "nginx.conf").read_text()
+    conf = (conf_path or REPO / "deploy" / "nginx.conf").read_text()
     conf = conf.replace("server web:8000;  # bench: upstream", f"server {HOST}:{upstream_port};")
+    conf = conf.replace("server web-heavy:8000;  # bench: heavy upstream", f"server {HOST}:{heavy_port};")
     conf = conf.replace("listen 8080;  # bench: listen", f"listen {HOST}:{port};")
     conf = conf.replace("/tmp/gridshift-nginx", str(workdir / "nginx"))
-    if f"{HOST}:{upstream_port}" not in conf or f"listen {HOST}:{port}" not in conf:
+    if any(line in conf for line in ("server web:8000;", "server web-heavy:8000;", "listen 8080;")):
         raise SystemExit("deploy/nginx.conf lost its '# bench:' lines")
     path = workdir / "nginx.conf"
     path.write_text(conf)
@@ -220,11 +231,14 @@ def trial_slow(name: str, port: int, token: str, slow_token: str, seconds: float
 
 
 def _flood(port: int, flood_token: str, body: bytes | None, until: float, out: Any,
-           cpus: set[int] | None = None) -> None:
+           cpus: set[int] | None = None, nice: int = 0) -> None:
     """One flooding connection loop (in its own process, so that it does not share the prober's interpreter);
-    ``body`` None floods the cheapest request instead (the control)."""
+    ``body`` None floods the cheapest request instead (the control). ``nice`` lowers its CPU priority: an attacker's
+    processes run on the attacker's machine, not on the server's cores."""
     if cpus:
         os.sched_setaffinity(0, cpus)
+    if nice:
+        os.nice(nice)
     codes: dict[int, int] = {}
     while time.time() < until:
         conn = http.client.HTTPConnection(HOST, port, timeout=120)
@@ -255,8 +269,9 @@ def _cpu_s(pgids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def trial_flood(port: int, token: str, flood_token: str, seconds: float, connections: int,
-                server_pgids: list[int], *, cheap: bool = False, flood_cpus: set[int] | None = None) -> dict[str, Any]:
+def trial_flood(port: int, token: str, flood_tokens: list[str], seconds: float, connections: int,
+                server_pgids: list[int], *, cheap: bool = False, flood_cpus: set[int] | None = None,
+                flood_nice: int = 0) -> dict[str, Any]:
     import multiprocessing
     import resource
 
@@ -266,8 +281,11 @@ def trial_flood(port: int, token: str, flood_token: str, seconds: float, connect
     ctx = multiprocessing.get_context("fork")
     results: Any = ctx.Queue()
     until = time.time() + seconds + 1.0
-    flooders = [ctx.Process(target=_flood, args=(port, flood_token, body, until, results, flood_cpus), daemon=True)
-                for _ in range(connections)]
+    # flooder i uses token i mod len(flood_tokens): one tenant's tokens (nginx's limits are per token)
+    flooders = [ctx.Process(target=_flood, args=(port, flood_tokens[i % len(flood_tokens)], body, until, results,
+                                                 flood_cpus, flood_nice),
+                            daemon=True)
+                for i in range(connections)]
     server_cpu0 = _cpu_s(server_pgids)
     parts0 = [_cpu_s([pgid]) for pgid in server_pgids]
     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -290,7 +308,8 @@ def trial_flood(port: int, token: str, flood_token: str, seconds: float, connect
             "p50_ratio": round(f["p50_ms"] / q["p50_ms"], 2) if q["p50_ms"] else None,
             "request": "GET /api/v1/health" if cheap else f"POST /api/v1/jobs/batch ({len(bad)} bytes, invalid)",
             "flood_connections": len(flooders),
-            "server_cpu_s": round(server_cpu, 1), "gunicorn_cpu_s": parts[0], "nginx_cpu_s": parts[-1],
+            "server_cpu_s": round(server_cpu, 1), "gunicorn_cpu_s": parts[0], "nginx_cpu_s": parts[1],
+            "heavy_pool_cpu_s": parts[2] if len(parts) > 2 else None,
             "flooders_cpu_s": round(flooder_cpu, 1)}
 
 
@@ -305,7 +324,7 @@ def _seed(port: int, token: str, n: int) -> None:
     conn.close()
 
 
-def _flood_tenant(env: BenchEnv) -> str:
+def _flood_tenant(env: BenchEnv, n_tokens: int = 1) -> list[str]:
     from app.db import make_engine
     from app.enums import Role
     from app.services import auth
@@ -313,10 +332,10 @@ def _flood_tenant(env: BenchEnv) -> str:
     engine = make_engine(env.settings)
     with Session(engine) as session:
         tenant = auth.create_tenant(session, "flood")
-        token = auth.issue_token(session, tenant, "flood", Role.MEMBER)[1]
+        tokens = [auth.issue_token(session, tenant, f"flood-{i}", Role.MEMBER)[1] for i in range(n_tokens)]
         session.commit()
     engine.dispose()
-    return token
+    return tokens
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -327,11 +346,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each trial [s]")
     parser.add_argument("--trials", default="slow,flood,control")
     parser.add_argument("--flood-connections", type=int, default=4)
+    parser.add_argument("--flood-tokens", type=int, default=1,
+                        help="tokens of the flooding tenant, shared out among the connections")
     parser.add_argument("--flood-direct", action="store_true", help="flood gunicorn itself, not through nginx")
     parser.add_argument("--no-cost-limits", action="store_true", help="budget and concurrency cap off (before)")
     parser.add_argument("--server-cpus", default=None, help="taskset CPU list for gunicorn and nginx (e.g. 0)")
     parser.add_argument("--flood-cpus", default=None, help="CPU list for the flooding processes (e.g. 1)")
     parser.add_argument("--probe-cpus", default=None, help="CPU list for the measuring client (default: any)")
+    parser.add_argument("--one-pool", action="store_true",
+                        help="no heavy pool: nginx sends the heavy locations to the one gunicorn (the before figure)")
+    parser.add_argument("--nginx-conf", type=Path, default=None,
+                        help="another nginx.conf (e.g. an older deploy/nginx.conf, for a before figure)")
+    parser.add_argument("--flood-nice", type=int, default=0, help="niceness of the flooding processes (0-19)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.probe_cpus:
@@ -343,18 +369,32 @@ def main(argv: list[str] | None = None) -> int:
 
     redis.Redis.from_url(args.redis_url).flushdb()  # this bench's own db: no counters left from a previous run
     env = prepare(args.database_url, redis_url=args.redis_url, n_tokens=1)
-    flood_token = _flood_tenant(env)
+    flood_tokens = _flood_tenant(env, args.flood_tokens)
+    flood_token = flood_tokens[0]
     workdir = Path(tempfile.mkdtemp(prefix="gs-abuse-"))
     workdir.chmod(0o755)  # nginx's workers (nobody, when started as root) keep their temp files under it
-    gunicorn = nginx = None
+    gunicorn = nginx = heavy = None
     out: dict[str, Any] = {"seconds": args.seconds, "cost_limits": not args.no_cost_limits,
                            "flood_target": "gunicorn" if args.flood_direct else "nginx",
                            "load": os.getloadavg()[0], "cpus": os.cpu_count(), "server_cpus": args.server_cpus,
-                           "flood_cpus": args.flood_cpus, "probe_cpus": args.probe_cpus, "trials": {}}
+                           "flood_cpus": args.flood_cpus, "probe_cpus": args.probe_cpus,
+                           "pools": "one" if args.one_pool else "two (heavy: 2 workers, nice 10)",
+                           "flood_nice": args.flood_nice, "flood_tokens": args.flood_tokens, "nginx_conf": str(args.nginx_conf or "deploy/nginx.conf"),
+                           "trials": {}}
     try:
+        # docker-compose's two pools: web (4 workers) and web-heavy (2 workers at nice 10), a tenant's expensive
+        # requests capped at 1 in flight; --one-pool: the single pool of before, capped at 2
+        cap = 2 if args.one_pool else 1
         gunicorn = start_gunicorn(env, args.port, workdir / "gunicorn.log", cost_limits=not args.no_cost_limits,
-                                  cpus=args.server_cpus)
-        nginx = start_nginx(args.port, args.port + 1, workdir, cpus=args.server_cpus)
+                                  cpus=args.server_cpus, cost_concurrency=cap)
+        heavy_port = args.port
+        if not args.one_pool:
+            heavy_port = args.port + 2
+            heavy = start_gunicorn(env, heavy_port, workdir / "gunicorn-heavy.log", cost_limits=not args.no_cost_limits,
+                                   cpus=args.server_cpus, workers=HEAVY_WORKERS, nice=HEAVY_NICE, cost_concurrency=cap)
+        nginx = start_nginx(args.port, heavy_port, args.port + 1, workdir, cpus=args.server_cpus,
+                            conf_path=args.nginx_conf)
+        pgids = [gunicorn.pid, nginx.pid] + ([heavy.pid] if heavy else [])
         token = env.tokens[0]
         _seed(args.port, token, 200)
         if "slow" in trials:
@@ -363,15 +403,16 @@ def main(argv: list[str] | None = None) -> int:
             out["trials"]["slow_nginx"] = trial_slow("nginx", args.port + 1, token, flood_token, args.seconds)
         if "flood" in trials:
             port = args.port if args.flood_direct else args.port + 1
-            out["trials"]["flood"] = trial_flood(port, token, flood_token, args.seconds,
-                                                 args.flood_connections, [gunicorn.pid, nginx.pid],
-                                                 flood_cpus=flood_cpus)
+            out["trials"]["flood"] = trial_flood(port, token, flood_tokens, args.seconds,
+                                                 args.flood_connections, pgids, flood_cpus=flood_cpus,
+                                                 flood_nice=args.flood_nice)
         if "control" in trials:  # the same flood of the cheapest request: what any flood costs on this machine
-            out["trials"]["control"] = trial_flood(args.port + 1, token, flood_token, args.seconds,
-                                                   args.flood_connections, [gunicorn.pid, nginx.pid], cheap=True,
-                                                   flood_cpus=flood_cpus)
+            out["trials"]["control"] = trial_flood(args.port + 1, token, flood_tokens, args.seconds,
+                                                   args.flood_connections, pgids, cheap=True,
+                                                   flood_cpus=flood_cpus, flood_nice=args.flood_nice)
     finally:
         stop(nginx)
+        stop(heavy)
         stop(gunicorn)
     out["load_after"] = os.getloadavg()[0]
     _print(out)
@@ -393,7 +434,8 @@ def _print(out: dict[str, Any]) -> None:
     pinned = "".join(f", {what} on CPUs {out[key]}" for what, key in
                      (("server", "server_cpus"), ("flooders", "flood_cpus"), ("prober", "probe_cpus")) if out.get(key))
     print(f"abuse bench: {out['seconds']:.0f} s per trial, cost limits {'on' if out['cost_limits'] else 'off'}, "
-          f"load {out['load']:.1f} -> {out['load_after']:.1f}, {out['cpus']} CPUs{pinned}")
+          f"load {out['load']:.1f} -> {out['load_after']:.1f}, {out['cpus']} CPUs{pinned}, pools: {out['pools']}, "
+          f"flooders' nice {out['flood_nice']}")
     for name in ("slow_direct", "slow_nginx"):
         t = out["trials"].get(name)
         if t:
@@ -408,7 +450,7 @@ def _print(out: dict[str, Any]) -> None:
         print(f"  {name:<12} {f['request']}: quiet p50={f['quiet']['p50_ms']:.1f} ms, during flood p50={f['flood']['p50_ms']:.1f} ms "
               f"(x{f['p50_ratio']}), p99={f['flood']['p99_ms']:.1f} ms, errors={f['flood']['errors']}; "
               f"flood answers {f['flood_answers']}; CPU during the flood: server {f['server_cpu_s']} s "
-              f"(gunicorn {f['gunicorn_cpu_s']}, nginx {f['nginx_cpu_s']}), "
+              f"(gunicorn {f['gunicorn_cpu_s']}, heavy pool {f['heavy_pool_cpu_s']}, nginx {f['nginx_cpu_s']}), "
               f"flooding clients {f['flooders_cpu_s']} s")
 
 
