@@ -46,6 +46,7 @@ from optimizer.pools import WANTED, block_slots, constrained_fill, job_pools, pl
 from optimizer.problem import Job, Problem, SolveParams
 from optimizer.residual import merge_plans, residual_problem
 from optimizer.room import make_room
+from optimizer.swap import repair
 from optimizer.tenancy import Fairness
 
 Inner = Callable[..., Plan]
@@ -76,6 +77,10 @@ RESERVE = 0.04
 ROOM_SHARE = 0.15
 #: Rounds of trim and fill on the best plan with the time left (each keeps its packing and adds what fits).
 POLISH_ROUNDS = 3
+#: Share of the time limit kept for the direct repair of the best plan (``optimizer.swap``: no solve, array sums).
+REPAIR_SHARE = 0.15
+#: Rounds of direct repair (each measures the shares again: they move with the work placed).
+REPAIR_ROUNDS = 4
 #: Shortest limit worth a solve, as a share of the time limit: a solve with less is skipped, not started.
 MIN_SOLVE = 0.05
 
@@ -270,7 +275,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         problem = dataclasses.replace(problem, jobs=tuple(j for j in problem.jobs if j.job_id not in excluded))
     phases: dict[str, float] = {}
     # the time limit covers every stage: the end is kept for the budgets, the shares and the plan's figures
-    end = t0 + (1.0 - RESERVE) * params.time_limit_s
+    end = t0 + (1.0 - RESERVE - REPAIR_SHARE) * params.time_limit_s
     setup = [0.0]  # what one more solve costs whatever its limit (tables and greedy plan) [s], once measured
 
     memo: dict[int, tuple[Plan, _Shares]] = {}
@@ -403,6 +408,23 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             if filled is None:
                 break
             candidates.append(filled)
+        # the short tenants' jobs placed directly in holes made for them, what is left out put back where it fits
+        stop = end + REPAIR_SHARE * params.time_limit_s
+        for _ in range(REPAIR_ROUNDS):
+            most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
+            best = min(candidates, key=lambda p: rank(p, most))
+            got = shares_of(best)
+            import os
+            if os.environ.get("FAIRDBG"):
+                print("repair on", {k: (round(got.planned[k]), round(got.fair[k])) for k in got.fair}, "rank", rank(best, most), "n", len(candidates))
+            t = time.perf_counter()
+            fixed = repair(problem, best, got.fair, got.planned, work, levels, until=stop, seed=params.random_seed)
+            phases["repair"] = round(phases.get("repair", 0.0) + time.perf_counter() - t, 4)
+            if fixed is None or time.perf_counter() > stop:
+                candidates.extend([fixed] if fixed is not None else [])
+                break
+            candidates.append(fixed)
+    end = t0 + (1.0 - RESERVE) * params.time_limit_s  # the budgets' re-plan may use what the repair left
     most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
     best = min(candidates, key=lambda p: rank(p, most))
     final, budget_out = _fit(problem, best, levels)

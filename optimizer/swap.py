@@ -1,0 +1,417 @@
+"""Direct repair of an unfair plan: a short tenant's left-out job placed in a hole made for it, then every job left
+out put back wherever it still fits.
+
+The fair stage's fills hand the jobs taken out to the pipeline and hope that it finds the holes again; under a short
+limit it often does not, and the short tenants' big jobs (8 GPUs for 17 hours) stay out while the capacity freed for
+them goes back to small jobs, or to nobody. Here the placement is made directly, with the same rules as
+``optimizer.check``: for each job left out of a tenant below its fair share (the tenant furthest below first, its
+own priority order next), every region and hardware type it may use and a sample of starts in its window are tried;
+the over-share tenants' jobs running there are taken out (those overlapping the window most first, never a tenant
+below its share) until the job's GPUs and power are free for its whole run; the window that takes out the least
+work, then costs least, wins, and the job is placed there in one run. Then every job left out (the short tenants'
+first, then by each tenant's own priority) goes, in one run, to the start of least objective where GPUs and power
+are free: the work taken out is put back where it fits, and no capacity freed is left empty.
+
+Pure arithmetic over per-slot arrays; no solve. The caller measures the fair shares of the result and keeps the
+better plan (``optimizer.fairness``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+
+import numpy as np
+
+from optimizer.budgets import totals_plan
+from optimizer.plan import Assignment, Chunk, Plan, PlanStatus, Unplanned, UnplannedReason
+from optimizer.pools import WANTED
+from optimizer.problem import Job, ObjectiveKind, Problem
+from optimizer.repack import repack_pool
+
+#: Starts tried per option of a short tenant's job: every ``duration / STARTS``-th slot at least.
+STARTS = 8
+#: Starts tried per option at most (long windows are sampled evenly).
+WINDOW_STARTS = 24
+#: Shortfall [GPU-h] below which a tenant counts as served (rounding).
+EPS = 1e-6
+
+
+@dataclasses.dataclass(slots=True)
+class _Fleet:
+    """What a plan leaves free, per slot: GPUs per (region, hardware) and facility power per region [kW]."""
+
+    gpus: dict[tuple[str, str], np.ndarray]
+    kw: dict[str, np.ndarray]
+
+
+def _fleet(problem: Problem, assignments: Mapping[str, Assignment], jobs: Mapping[str, Job]) -> _Fleet:
+    n = problem.n_slots
+    gpus: dict[tuple[str, str], np.ndarray] = {}
+    kw: dict[str, np.ndarray] = {}
+    for r in problem.regions:
+        limit = np.array([r.power_budget_kw[k] - r.base_kw_at(k) for k in range(n)], dtype=float)
+        kw[r.name] = np.where(np.isnan(limit), -np.inf, limit)
+        for h in {*r.inventory, *r.inventory_per_slot}:
+            gpus[(r.name, h)] = np.array([r.gpus_at(h, k) for k in range(n)], dtype=np.int64)
+    fleet = _Fleet(gpus, kw)
+    for a in assignments.values():
+        _take(problem, fleet, a, jobs[a.job_id], -1)
+    return fleet
+
+
+def _kw(problem: Problem, job: Job, region: str, hardware: str) -> float:
+    """Facility power of ``job`` running on ``hardware`` in ``region`` [kW]."""
+    return job.gpus * problem.job_power_kw_per_gpu(job, hardware) * problem.region(region).pue
+
+
+def _take(problem: Problem, fleet: _Fleet, a: Assignment, job: Job, sign: int) -> None:
+    """Give back (``sign`` +1) or take (-1) the GPUs and power of ``a``."""
+    key = (a.region, a.hardware)
+    if key not in fleet.gpus:
+        fleet.gpus[key] = np.zeros(problem.n_slots, dtype=np.int64)
+    kw = _kw(problem, job, a.region, a.hardware)
+    for c in a.chunks:
+        fleet.gpus[key][c.start_slot : c.end_slot] += sign * job.gpus
+        fleet.kw[a.region][c.start_slot : c.end_slot] += sign * kw
+
+
+def _options(problem: Problem, job: Job) -> list[tuple[str, str, int]]:
+    """(region, hardware, run slots) where ``job`` may run: allowed, with a duration and enough memory."""
+    memory = {h.name: h.memory_gb for h in problem.hardware}
+    out = []
+    for r in problem.regions:
+        if job.allowed_regions is not None and r.name not in job.allowed_regions:
+            continue
+        for hw, d in job.duration_slots.items():
+            if d <= 0 or memory.get(hw, -1.0) < job.memory_gb_per_gpu:
+                continue
+            if job.allowed_hardware is not None and hw not in job.allowed_hardware:
+                continue
+            if d <= min(problem.n_slots, job.deadline_slot) - max(0, job.release_slot):
+                out.append((r.name, hw, d))
+    return out
+
+
+def _run_objective(problem: Problem, job: Job, region: str, hardware: str, d: int) -> np.ndarray:
+    """Objective of a run of ``d`` slots starting at each slot ``0..n_slots - d`` (inf where a curve is unknown)."""
+    reg = problem.region(region)
+    e = _kw(problem, job, region, hardware) * problem.slot_hours  # per slot [kWh]
+    price = np.asarray(reg.price_per_mwh, dtype=float) * problem.fx(reg.currency)
+    carbon = np.asarray(reg.carbon_g_per_kwh, dtype=float)
+    kind = problem.objective.kind
+    if kind is ObjectiveKind.COST:
+        per_slot = e * price / 1000.0
+    elif kind is ObjectiveKind.WEIGHTED:
+        per_slot = e * price / 1000.0 + problem.objective.carbon_price_per_tonne * e * carbon / 1e6
+    else:
+        per_slot = e * carbon / 1000.0
+    # a run must not touch a slot whose price or carbon is unknown (the checker would flag the objective's curve)
+    bad = ~(np.isfinite(price) & np.isfinite(carbon) & (carbon >= 0))
+    per_slot = np.where(bad, np.inf, per_slot)
+    window = np.lib.stride_tricks.sliding_window_view(per_slot, d)
+    return window.sum(axis=1)
+
+
+def _assignment(problem: Problem, job: Job, region: str, hardware: str, start: int, d: int) -> Assignment:
+    """``job`` in one run of ``d`` slots from ``start``, its figures computed slot by slot as the checker does."""
+    reg = problem.region(region)
+    e = _kw(problem, job, region, hardware) * problem.slot_hours
+    fx = problem.fx(reg.currency)
+    cost = sum(e * reg.price_per_mwh[k] * fx / 1000.0 for k in range(start, start + d))
+    carbon = sum(e * reg.carbon_g_per_kwh[k] / 1000.0 for k in range(start, start + d))
+    return Assignment(job.job_id, region, hardware, (Chunk(start, start + d),), e * d, cost, carbon)
+
+
+def _place(problem: Problem, fleet: _Fleet, job: Job) -> Assignment | None:
+    """The run of least objective where ``job``'s GPUs and power are free for its whole run (None: nowhere)."""
+    best: tuple[float, str, str, int, int] | None = None
+    for rname, hw, d in _options(problem, job):
+        free = fleet.gpus.get((rname, hw))
+        if free is None:
+            continue
+        lo, hi = max(0, job.release_slot), min(problem.n_slots, job.deadline_slot) - d
+        if hi < lo:
+            continue
+        kw = _kw(problem, job, rname, hw)
+        g_ok = np.lib.stride_tricks.sliding_window_view(free, d).min(axis=1) >= job.gpus
+        p_ok = np.lib.stride_tricks.sliding_window_view(fleet.kw[rname], d).min(axis=1) >= kw - 1e-9
+        cost = _run_objective(problem, job, rname, hw, d)
+        ok = np.flatnonzero(g_ok[lo : hi + 1] & p_ok[lo : hi + 1] & np.isfinite(cost[lo : hi + 1]))
+        if ok.size == 0:
+            continue
+        s = lo + int(ok[np.argmin(cost[lo + ok])])
+        if best is None or cost[s] < best[0]:
+            best = (float(cost[s]), rname, hw, s, d)
+    if best is None:
+        return None
+    _, rname, hw, s, d = best
+    return _assignment(problem, job, rname, hw, s, d)
+
+
+def _overlap(a: Assignment, s: int, e: int) -> int:
+    return sum(max(0, min(c.end_slot, e) - max(c.start_slot, s)) for c in a.chunks)
+
+
+#: Holes whose moves are tried, cheapest first, per short tenant's job (each a copy of the fleet and a few placements).
+VERIFY = 6
+#: A GPU-hour moved elsewhere counts this much against a hole (a move may fail; the work taken out is only lost if
+#: no place is found for it later).
+MOVE_WEIGHT = 0.25
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Hole:
+    """A place for a short tenant's job: the jobs taken out (their tenants stay at their shares), the jobs moved
+    elsewhere (their new runs), and the job's run."""
+
+    lost: float
+    out: tuple[str, ...]
+    moves: tuple[Assignment, ...]
+    run: Assignment
+
+
+def _copy(fleet: _Fleet) -> _Fleet:
+    return _Fleet({k: v.copy() for k, v in fleet.gpus.items()}, {k: v.copy() for k, v in fleet.kw.items()})
+
+
+def _room_for(problem: Problem, fleet: _Fleet, job: Job, placed: Mapping[str, Assignment], jobs: Mapping[str, Job],
+              removable: Mapping[str, float], work: Mapping[str, float],
+              tenant: Mapping[str, str]) -> _Hole | None:
+    """The cheapest hole for ``job`` (None when none can be made). In a region, hardware type and start, the jobs
+    running there are taken out, those overlapping the run most first, until the job's GPUs and power are free for
+    its whole run: a job of a tenant that may give up its work (``removable`` [GPU-h] per tenant: what it has above
+    its share) is taken out, any other is moved to the best place left for it. The holes are ranked by the work
+    taken out plus ``MOVE_WEIGHT`` times the work moved, then by the objective; the first whose moves all find a
+    place wins."""
+    holes: list[tuple[float, float, list[str], list[str], str, str, int, int]] = []
+    by_region: dict[str, list[Assignment]] = defaultdict(list)
+    for a in placed.values():
+        by_region[a.region].append(a)
+    for rname, hw, d in _options(problem, job):
+        reg = problem.region(rname)
+        free = fleet.gpus.get((rname, hw))
+        if free is None:
+            continue
+        kw = _kw(problem, job, rname, hw)
+        lo, hi = max(0, job.release_slot), min(problem.n_slots, job.deadline_slot) - d
+        cost = _run_objective(problem, job, rname, hw, d)
+        for s in range(lo, hi + 1, max(1, d // STARTS, (hi - lo) // WINDOW_STARTS)):
+            if not math.isfinite(cost[s]):
+                continue
+            if any(job.gpus > reg.gpus_at(hw, k) for k in range(s, s + d)):
+                continue
+            lack_g = job.gpus - free[s : s + d]
+            lack_kw = kw - fleet.kw[rname][s : s + d]
+            out: list[str] = []
+            move: list[str] = []
+            given: dict[str, float] = defaultdict(float)
+            if lack_g.max() > 0 or lack_kw.max() > 1e-9:
+                cands = [a for a in by_region[rname] if _overlap(a, s, s + d) > 0]
+                cands.sort(key=lambda a: (
+                    a.hardware != hw,
+                    removable.get(tenant[a.job_id], 0.0) < work[a.job_id] - EPS,
+                    -_overlap(a, s, s + d),
+                ))
+                lack_g = lack_g.copy()
+                lack_kw = lack_kw.copy()
+                for a in cands:
+                    if lack_g.max() <= 0 and lack_kw.max() <= 1e-9:
+                        break
+                    mask = np.zeros(d, dtype=bool)
+                    for c in a.chunks:
+                        mask[max(c.start_slot, s) - s : max(0, min(c.end_slot, s + d) - s)] = True
+                    same = a.hardware == hw
+                    if not ((same and (mask & (lack_g > 0)).any()) or (mask & (lack_kw > 1e-9)).any()):
+                        continue
+                    other = jobs[a.job_id]
+                    if same:
+                        lack_g[mask] -= other.gpus
+                    lack_kw[mask] -= _kw(problem, other, a.region, a.hardware)
+                    o = tenant[a.job_id]
+                    if given[o] + work[a.job_id] <= removable.get(o, 0.0) + EPS:
+                        out.append(a.job_id)
+                        given[o] += work[a.job_id]
+                    else:
+                        move.append(a.job_id)
+                if lack_g.max() > 0 or lack_kw.max() > 1e-9:
+                    continue
+            score = sum(given.values()) + MOVE_WEIGHT * sum(work[j] for j in move)
+            holes.append((score, float(cost[s]), out, move, rname, hw, s, d))
+    holes.sort(key=lambda h: (h[0], h[1]))
+    for score, _, out, move, rname, hw, s, d in holes[:VERIFY]:
+        run = _assignment(problem, job, rname, hw, s, d)
+        if not move:
+            return _Hole(sum(work[j] for j in out), tuple(out), (), run)
+        trial = _copy(fleet)
+        for j in (*out, *move):
+            _take(problem, trial, placed[j], jobs[j], +1)
+        _take(problem, trial, run, job, -1)
+        moves = []
+        for j in sorted(move, key=lambda j: -work[j]):
+            a = _place(problem, trial, jobs[j])
+            if a is None:
+                break
+            _take(problem, trial, a, jobs[j], -1)
+            moves.append(a)
+        else:
+            return _Hole(sum(work[j] for j in out), tuple(out), tuple(moves), run)
+    return None
+
+
+def _repack(problem: Problem, fleet: _Fleet, placed: dict[str, Assignment], jobs: Mapping[str, Job], left: set[str],
+            fair: Mapping[str, float], now: dict[str, float], work: Mapping[str, float], *, until: float,
+            seed: int) -> bool:
+    """Each pool where short tenants' jobs wait packed again (``optimizer.repack``), the pools with the most such
+    work first, while time is left; ``placed``, ``fleet``, ``left`` and ``now`` updated. True when anything moved."""
+    changed = False
+    tenant = {j: jobs[j].tenant for j in jobs}
+
+    def waiting_in(key: tuple[str, str]) -> list[Job]:
+        short = {t for t in fair if fair[t] - now[t] > EPS}
+        return [jobs[j] for j in left if tenant[j] in short
+                and any((r, hw) == key for r, hw, _ in _options(problem, jobs[j]))]
+
+    keys = sorted(fleet.gpus, key=lambda k: -sum(work[j.job_id] for j in waiting_in(k)))
+    for i, key in enumerate(keys):
+        remaining = until - time.perf_counter()
+        if remaining <= 0.02:
+            break
+        waiting = waiting_in(key)
+        if not waiting:
+            continue
+        removable = {t: max(0.0, now[t] - fair[t]) for t in fair}
+        lacking = {t: max(0.0, fair[t] - now[t]) for t in fair}
+        got = repack_pool(problem, key, placed, jobs, waiting, removable, lacking, work,
+                          time_limit_s=remaining / max(1, len(keys) - i), seed=seed)
+        if got is None:
+            continue
+        moved, taken, brought = got
+        trial = _copy(fleet)
+        old = [placed[j] for j in (*moved, *taken)]
+        new = [_assignment(problem, jobs[j], key[0], key[1], s, d) for j, (s, d) in (*moved.items(), *brought.items())]
+        for a in old:
+            _take(problem, trial, a, jobs[a.job_id], +1)
+        for a in new:
+            _take(problem, trial, a, jobs[a.job_id], -1)
+        if trial.kw[key[0]].min() < -1e-6 or trial.gpus[key].min() < 0:
+            continue  # the region's power does not hold the new packing
+        fleet.gpus, fleet.kw = trial.gpus, trial.kw
+        for j in taken:
+            del placed[j]
+            now[tenant[j]] -= work[j]
+            left.add(j)
+        for a in new:
+            placed[a.job_id] = a
+            if a.job_id in brought:
+                now[tenant[a.job_id]] += work[a.job_id]
+                left.discard(a.job_id)
+        changed = True
+    return changed
+
+
+def repair(
+    problem: Problem,
+    plan: Plan,
+    fair: Mapping[str, float],
+    planned: Mapping[str, float],
+    work: Mapping[str, float],
+    levels: Mapping[str, int],
+    *,
+    until: float,
+    seed: int = 0,
+) -> Plan | None:
+    """``plan`` with jobs of tenants below their ``fair`` share [GPU-h] placed in holes made by taking out jobs of
+    tenants above theirs (never below it), then every job left out put back where it fits; None when nothing moved.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem ``plan`` solves (with tenants).
+    plan : Plan
+        A checked plan of ``problem``.
+    fair, planned : Mapping[str, float]
+        Each tenant's fair share and planned work in ``plan`` [GPU-h].
+    work : Mapping[str, float]
+        Each job's work [GPU-h] (``fairness.job_gpu_hours``).
+    levels : Mapping[str, int]
+        Each job's rank within its own tenant (higher: more important).
+    until : float
+        ``time.perf_counter()`` deadline of the search [s].
+    seed : int
+        Seed of the pools' CP-SAT models.
+    """
+    jobs = {j.job_id: j for j in problem.jobs}
+    tenant = {j.job_id: j.tenant for j in problem.jobs}
+    placed = {a.job_id: a for a in plan.assignments}
+    fleet = _fleet(problem, placed, jobs)
+    now = dict(planned)
+    reasons = {u.job_id: u for u in plan.unplanned}
+    left = {u.job_id for u in plan.unplanned if u.reason in WANTED and u.job_id in jobs}
+    moved = False
+    tried: set[str] = set()
+    while time.perf_counter() < until:
+        short = sorted((t for t in fair if fair[t] - now[t] > EPS), key=lambda t: now[t] - fair[t])
+        job = next(
+            (
+                jobs[j]
+                for t in short
+                for j in sorted(
+                    (j for j in left if tenant[j] == t and j not in tried), key=lambda j: (-levels[j], work[j])
+                )
+                if fair[t] - now[t] >= 0.5 * work[j]  # placing it brings the tenant closer to its share
+            ),
+            None,
+        )
+        if job is None:
+            break
+        tried.add(job.job_id)
+        removable = {t: max(0.0, now[t] - fair[t]) for t in fair}
+        found = _room_for(problem, fleet, job, placed, jobs, removable, work, tenant)
+        if found is None:
+            import os
+            if os.environ.get("FAIRDBG"):
+                print("  no room", job.job_id, job.tenant, job.gpus, dict(job.duration_slots), job.release_slot, job.deadline_slot, job.allowed_regions, job.allowed_hardware, job.memory_gb_per_gpu, round(work[job.job_id]), {t: round(v) for t, v in removable.items() if v})
+            continue
+        for j in (*found.out, *(m.job_id for m in found.moves)):
+            _take(problem, fleet, placed[j], jobs[j], +1)
+            del placed[j]
+        for j in found.out:
+            now[tenant[j]] -= work[j]
+            left.add(j)
+        for a in (found.run, *found.moves):
+            _take(problem, fleet, a, jobs[a.job_id], -1)
+            placed[a.job_id] = a
+        now[job.tenant] += work[job.job_id]
+        left.discard(job.job_id)
+        moved = True
+    # pools packed again exactly: jobs moved in time make the room that taking jobs out alone cannot
+    moved = _repack(problem, fleet, placed, jobs, left, fair, now, work, until=until, seed=seed) or moved
+    # every job left out, the short tenants' first (by their own priority), goes where it still fits
+    for j in sorted(left, key=lambda j: (fair.get(tenant[j], 0.0) - now[tenant[j]] <= EPS, -levels[j], -work[j])):
+        a = _place(problem, fleet, jobs[j])
+        if a is None:
+            continue
+        _take(problem, fleet, a, jobs[j], -1)
+        placed[j] = a
+        now[tenant[j]] += work[j]
+        left.discard(j)
+        moved = True
+    if not moved:
+        return None
+    kept = tuple(placed.values())
+    named = set(placed)
+    unplanned = tuple(u for u in plan.unplanned if u.job_id not in named)
+    missing = left - {u.job_id for u in unplanned}
+    unplanned += tuple(
+        reasons.get(j) or Unplanned(j, UnplannedReason.CAPACITY, "taken out for the other tenants' fair shares")
+        for j in sorted(missing)
+    )
+    cost, carbon, energy, objective = totals_plan(problem, kept)
+    return dataclasses.replace(
+        plan, assignments=kept, unplanned=unplanned, cost=cost, carbon_kg=carbon, energy_kwh=energy,
+        objective=objective, status=PlanStatus.FEASIBLE, best_bound=None, gap_pct=None, penalised_bound=None,
+    )
