@@ -78,9 +78,9 @@ ROOM_SHARE = 0.15
 #: Rounds of trim and fill on the best plan with the time left (each keeps its packing and adds what fits).
 POLISH_ROUNDS = 3
 #: Share of the time limit kept for the direct repair of the best plan (``optimizer.swap``: no solve, array sums).
-REPAIR_SHARE = 0.15
+REPAIR_SHARE = 0.25
 #: Rounds of direct repair (each measures the shares again: they move with the work placed).
-REPAIR_ROUNDS = 4
+REPAIR_ROUNDS = 6
 #: Shortest limit worth a solve, as a share of the time limit: a solve with less is skipped, not started.
 MIN_SOLVE = 0.05
 
@@ -414,12 +414,11 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
             best = min(candidates, key=lambda p: rank(p, most))
             got = shares_of(best)
-            import os
-            if os.environ.get("FAIRDBG"):
-                print("repair on", {k: (round(got.planned[k]), round(got.fair[k])) for k in got.fair}, "rank", rank(best, most), "n", len(candidates))
-            t = time.perf_counter()
-            fixed = repair(problem, best, got.fair, got.planned, work, levels, until=stop, seed=params.random_seed)
-            phases["repair"] = round(phases.get("repair", 0.0) + time.perf_counter() - t, 4)
+            began = time.perf_counter()
+            # half the time left per round: the first round has the most to repair
+            until = began + 0.5 * max(0.0, stop - began)
+            fixed = repair(problem, best, got.fair, got.planned, work, levels, until=until, seed=params.random_seed)
+            phases["repair"] = round(phases.get("repair", 0.0) + time.perf_counter() - began, 4)
             if fixed is None or time.perf_counter() > stop:
                 candidates.extend([fixed] if fixed is not None else [])
                 break

@@ -62,14 +62,30 @@ def repack_pool(
     cap = max(caps, default=0)
     if cap <= 0:
         return None
+    pool = [a for a in placed.values() if (a.region, a.hardware) == key]
+    # only the jobs running where a waiting job could run are free to move; the others hold their GPUs
+    spans = [
+        (max(0, j.release_slot), min(n, j.deadline_slot)) for j in waiting if j.duration_slots.get(hw, 0) > 0
+    ]
+    if not spans:
+        return None
+    lo_w, hi_w = min(a for a, _ in spans), max(b for _, b in spans)
+    free_to_move = []
+    for a in pool:
+        if any(c.start_slot < hi_w and c.end_slot > lo_w for c in a.chunks):
+            free_to_move.append(a)
+        else:
+            for c in a.chunks:
+                for k in range(c.start_slot, c.end_slot):
+                    caps[k] -= jobs[a.job_id].gpus
+    pool = free_to_move
     m = cp_model.CpModel()
     intervals, demands = [], []
-    # slots with fewer GPUs than the most (maintenance): the missing GPUs held by fixed intervals
-    for k, c in enumerate(caps):
-        if c < cap:
+    # slots with fewer GPUs than the most (maintenance, or jobs that stay): the difference held by fixed intervals
+    for k, have in enumerate(caps):
+        if have < cap:
             intervals.append(m.new_fixed_size_interval_var(k, 1, f"held[region={rname},hw={hw},t={k}]"))
-            demands.append(cap - c)
-    pool = [a for a in placed.values() if (a.region, a.hardware) == key]
+            demands.append(cap - max(0, have))
     starts: dict[str, cp_model.IntVar] = {}
     present: dict[str, cp_model.IntVar] = {}
     moved_vars = []
@@ -86,6 +102,7 @@ def repack_pool(
         if single:
             m.add_hint(s, a.chunks[0].start_slot)
         mv = m.new_bool_var(f"moved[{tag}]")
+        m.add_hint(mv, 0 if single else 1)
         if single and lo <= a.chunks[0].start_slot <= hi:
             m.add(s == a.chunks[0].start_slot).only_enforce_if(mv.Not())
         else:
@@ -112,6 +129,8 @@ def repack_pool(
         tag = f"job={job.job_id},region={rname},hw={hw}"
         s = m.new_int_var(lo, hi, f"start[{tag}]")
         q = m.new_bool_var(f"in[{tag}]")
+        m.add_hint(q, 0)  # the plan as it is: a solution to start from
+        m.add_hint(s, lo)
         intervals.append(m.new_optional_fixed_size_interval_var(s, d, q, f"run[{tag}]"))
         demands.append(job.gpus)
         incoming[job.job_id] = (s, q, d)
@@ -139,7 +158,7 @@ def repack_pool(
     status = solver.solve(m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
-    brought = {j: (solver.value(s), d) for j, (s, q, d) in incoming.items() if solver.value(q)}
+    brought = {j: (solver.value(sv), d) for j, (sv, q, d) in incoming.items() if solver.value(q)}
     if not brought:
         return None
     taken = {j for j, p in present.items() if not solver.value(p)}
@@ -147,8 +166,8 @@ def repack_pool(
     for a in pool:
         if a.job_id in taken:
             continue
-        s = solver.value(starts[a.job_id])
+        first = solver.value(starts[a.job_id])
         d = jobs[a.job_id].duration_slots[hw]
-        if not (len(a.chunks) == 1 and a.chunks[0].start_slot == s and a.chunks[0].length_slots == d):
-            moved[a.job_id] = (s, d)
+        if not (len(a.chunks) == 1 and a.chunks[0].start_slot == first and a.chunks[0].length_slots == d):
+            moved[a.job_id] = (first, d)
     return moved, taken, brought

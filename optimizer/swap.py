@@ -36,6 +36,11 @@ from optimizer.repack import repack_pool
 STARTS = 8
 #: Starts tried per option at most (long windows are sampled evenly).
 WINDOW_STARTS = 24
+#: Share of the repair's time for the holes made by taking jobs out (fast when they exist); the rest packs pools
+#: again (``optimizer.repack``), which also finds the holes that need jobs moved.
+HOLES_SHARE = 0.3
+#: Pools packed again per repair, those where the most short tenants' work waits (the time is shared among them).
+POOLS = 4
 #: Shortfall [GPU-h] below which a tenant counts as served (rounding).
 EPS = 1e-6
 
@@ -178,9 +183,16 @@ def _copy(fleet: _Fleet) -> _Fleet:
     return _Fleet({k: v.copy() for k, v in fleet.gpus.items()}, {k: v.copy() for k, v in fleet.kw.items()})
 
 
-def _room_for(problem: Problem, fleet: _Fleet, job: Job, placed: Mapping[str, Assignment], jobs: Mapping[str, Job],
-              removable: Mapping[str, float], work: Mapping[str, float],
-              tenant: Mapping[str, str]) -> _Hole | None:
+def _room_for(
+    problem: Problem,
+    fleet: _Fleet,
+    job: Job,
+    placed: Mapping[str, Assignment],
+    jobs: Mapping[str, Job],
+    removable: Mapping[str, float],
+    work: Mapping[str, float],
+    tenant: Mapping[str, str],
+) -> _Hole | None:
     """The cheapest hole for ``job`` (None when none can be made). In a region, hardware type and start, the jobs
     running there are taken out, those overlapping the run most first, until the job's GPUs and power are free for
     its whole run: a job of a tenant that may give up its work (``removable`` [GPU-h] per tenant: what it has above
@@ -211,11 +223,13 @@ def _room_for(problem: Problem, fleet: _Fleet, job: Job, placed: Mapping[str, As
             given: dict[str, float] = defaultdict(float)
             if lack_g.max() > 0 or lack_kw.max() > 1e-9:
                 cands = [a for a in by_region[rname] if _overlap(a, s, s + d) > 0]
-                cands.sort(key=lambda a: (
-                    a.hardware != hw,
-                    removable.get(tenant[a.job_id], 0.0) < work[a.job_id] - EPS,
-                    -_overlap(a, s, s + d),
-                ))
+                cands.sort(
+                    key=lambda a: (
+                        a.hardware != hw,
+                        removable.get(tenant[a.job_id], 0.0) < work[a.job_id] - EPS,
+                        -_overlap(a, s, s + d),
+                    )
+                )
                 lack_g = lack_g.copy()
                 lack_kw = lack_kw.copy()
                 for a in cands:
@@ -242,7 +256,7 @@ def _room_for(problem: Problem, fleet: _Fleet, job: Job, placed: Mapping[str, As
             score = sum(given.values()) + MOVE_WEIGHT * sum(work[j] for j in move)
             holes.append((score, float(cost[s]), out, move, rname, hw, s, d))
     holes.sort(key=lambda h: (h[0], h[1]))
-    for score, _, out, move, rname, hw, s, d in holes[:VERIFY]:
+    for _score, _, out, move, rname, hw, s, d in holes[:VERIFY]:
         run = _assignment(problem, job, rname, hw, s, d)
         if not move:
             return _Hole(sum(work[j] for j in out), tuple(out), (), run)
@@ -252,19 +266,29 @@ def _room_for(problem: Problem, fleet: _Fleet, job: Job, placed: Mapping[str, As
         _take(problem, trial, run, job, -1)
         moves = []
         for j in sorted(move, key=lambda j: -work[j]):
-            a = _place(problem, trial, jobs[j])
-            if a is None:
+            there = _place(problem, trial, jobs[j])
+            if there is None:
                 break
-            _take(problem, trial, a, jobs[j], -1)
-            moves.append(a)
+            _take(problem, trial, there, jobs[j], -1)
+            moves.append(there)
         else:
             return _Hole(sum(work[j] for j in out), tuple(out), tuple(moves), run)
     return None
 
 
-def _repack(problem: Problem, fleet: _Fleet, placed: dict[str, Assignment], jobs: Mapping[str, Job], left: set[str],
-            fair: Mapping[str, float], now: dict[str, float], work: Mapping[str, float], *, until: float,
-            seed: int) -> bool:
+def _repack(
+    problem: Problem,
+    fleet: _Fleet,
+    placed: dict[str, Assignment],
+    jobs: Mapping[str, Job],
+    left: set[str],
+    fair: Mapping[str, float],
+    now: dict[str, float],
+    work: Mapping[str, float],
+    *,
+    until: float,
+    seed: int,
+) -> bool:
     """Each pool where short tenants' jobs wait packed again (``optimizer.repack``), the pools with the most such
     work first, while time is left; ``placed``, ``fleet``, ``left`` and ``now`` updated. True when anything moved."""
     changed = False
@@ -272,10 +296,14 @@ def _repack(problem: Problem, fleet: _Fleet, placed: dict[str, Assignment], jobs
 
     def waiting_in(key: tuple[str, str]) -> list[Job]:
         short = {t for t in fair if fair[t] - now[t] > EPS}
-        return [jobs[j] for j in left if tenant[j] in short
-                and any((r, hw) == key for r, hw, _ in _options(problem, jobs[j]))]
+        return [
+            jobs[j]
+            for j in left
+            if tenant[j] in short and any((r, hw) == key for r, hw, _ in _options(problem, jobs[j]))
+        ]
 
-    keys = sorted(fleet.gpus, key=lambda k: -sum(work[j.job_id] for j in waiting_in(k)))
+    value = {k: sum(work[j.job_id] for j in waiting_in(k)) for k in fleet.gpus}
+    keys = [k for k in sorted(value, key=lambda k: -value[k]) if value[k] > 0][:POOLS]
     for i, key in enumerate(keys):
         remaining = until - time.perf_counter()
         if remaining <= 0.02:
@@ -285,14 +313,27 @@ def _repack(problem: Problem, fleet: _Fleet, placed: dict[str, Assignment], jobs
             continue
         removable = {t: max(0.0, now[t] - fair[t]) for t in fair}
         lacking = {t: max(0.0, fair[t] - now[t]) for t in fair}
-        got = repack_pool(problem, key, placed, jobs, waiting, removable, lacking, work,
-                          time_limit_s=remaining / max(1, len(keys) - i), seed=seed)
+        got = repack_pool(
+            problem,
+            key,
+            placed,
+            jobs,
+            waiting,
+            removable,
+            lacking,
+            work,
+            time_limit_s=remaining / max(1, len(keys) - i),
+            seed=seed,
+        )
         if got is None:
             continue
         moved, taken, brought = got
         trial = _copy(fleet)
         old = [placed[j] for j in (*moved, *taken)]
-        new = [_assignment(problem, jobs[j], key[0], key[1], s, d) for j, (s, d) in (*moved.items(), *brought.items())]
+        new = [
+            _assignment(problem, jobs[j], key[0], key[1], s, d)
+            for j, (s, d) in (*moved.items(), *brought.items())
+        ]
         for a in old:
             _take(problem, trial, a, jobs[a.job_id], +1)
         for a in new:
@@ -353,14 +394,16 @@ def repair(
     left = {u.job_id for u in plan.unplanned if u.reason in WANTED and u.job_id in jobs}
     moved = False
     tried: set[str] = set()
-    while time.perf_counter() < until:
+    holes_until = time.perf_counter() + HOLES_SHARE * max(0.0, until - time.perf_counter())
+    while time.perf_counter() < holes_until:
         short = sorted((t for t in fair if fair[t] - now[t] > EPS), key=lambda t: now[t] - fair[t])
         job = next(
             (
                 jobs[j]
                 for t in short
                 for j in sorted(
-                    (j for j in left if tenant[j] == t and j not in tried), key=lambda j: (-levels[j], work[j])
+                    (j for j in left if tenant[j] == t and j not in tried),
+                    key=lambda j: (-levels[j], work[j]),
                 )
                 if fair[t] - now[t] >= 0.5 * work[j]  # placing it brings the tenant closer to its share
             ),
@@ -372,9 +415,6 @@ def repair(
         removable = {t: max(0.0, now[t] - fair[t]) for t in fair}
         found = _room_for(problem, fleet, job, placed, jobs, removable, work, tenant)
         if found is None:
-            import os
-            if os.environ.get("FAIRDBG"):
-                print("  no room", job.job_id, job.tenant, job.gpus, dict(job.duration_slots), job.release_slot, job.deadline_slot, job.allowed_regions, job.allowed_hardware, job.memory_gb_per_gpu, round(work[job.job_id]), {t: round(v) for t, v in removable.items() if v})
             continue
         for j in (*found.out, *(m.job_id for m in found.moves)):
             _take(problem, fleet, placed[j], jobs[j], +1)
@@ -391,12 +431,14 @@ def repair(
     # pools packed again exactly: jobs moved in time make the room that taking jobs out alone cannot
     moved = _repack(problem, fleet, placed, jobs, left, fair, now, work, until=until, seed=seed) or moved
     # every job left out, the short tenants' first (by their own priority), goes where it still fits
-    for j in sorted(left, key=lambda j: (fair.get(tenant[j], 0.0) - now[tenant[j]] <= EPS, -levels[j], -work[j])):
-        a = _place(problem, fleet, jobs[j])
-        if a is None:
+    for j in sorted(
+        left, key=lambda j: (fair.get(tenant[j], 0.0) - now[tenant[j]] <= EPS, -levels[j], -work[j])
+    ):
+        spot = _place(problem, fleet, jobs[j])
+        if spot is None:
             continue
-        _take(problem, fleet, a, jobs[j], -1)
-        placed[j] = a
+        _take(problem, fleet, spot, jobs[j], -1)
+        placed[j] = spot
         now[tenant[j]] += work[j]
         left.discard(j)
         moved = True
@@ -407,11 +449,21 @@ def repair(
     unplanned = tuple(u for u in plan.unplanned if u.job_id not in named)
     missing = left - {u.job_id for u in unplanned}
     unplanned += tuple(
-        reasons.get(j) or Unplanned(j, UnplannedReason.CAPACITY, "taken out for the other tenants' fair shares")
+        reasons.get(j)
+        or Unplanned(j, UnplannedReason.CAPACITY, "taken out for the other tenants' fair shares")
         for j in sorted(missing)
     )
     cost, carbon, energy, objective = totals_plan(problem, kept)
     return dataclasses.replace(
-        plan, assignments=kept, unplanned=unplanned, cost=cost, carbon_kg=carbon, energy_kwh=energy,
-        objective=objective, status=PlanStatus.FEASIBLE, best_bound=None, gap_pct=None, penalised_bound=None,
+        plan,
+        assignments=kept,
+        unplanned=unplanned,
+        cost=cost,
+        carbon_kg=carbon,
+        energy_kwh=energy,
+        objective=objective,
+        status=PlanStatus.FEASIBLE,
+        best_bound=None,
+        gap_pct=None,
+        penalised_bound=None,
     )
