@@ -46,7 +46,7 @@ from optimizer.pools import WANTED, block_slots, constrained_fill, job_pools, pl
 from optimizer.problem import Job, Problem, SolveParams
 from optimizer.residual import merge_plans, residual_problem
 from optimizer.room import make_room
-from optimizer.swap import repair
+from optimizer.swap import POOLS, repair
 from optimizer.tenancy import Fairness
 
 Inner = Callable[..., Plan]
@@ -78,7 +78,7 @@ ROOM_SHARE = 0.15
 #: Rounds of trim and fill on the best plan with the time left (each keeps its packing and adds what fits).
 POLISH_ROUNDS = 3
 #: Share of the time limit kept for the direct repair of the best plan (``optimizer.swap``: no solve, array sums).
-REPAIR_SHARE = 0.25
+REPAIR_SHARE = 0.35
 #: Rounds of direct repair (each measures the shares again: they move with the work placed).
 REPAIR_ROUNDS = 6
 #: Shortest limit worth a solve, as a share of the time limit: a solve with less is skipped, not started.
@@ -410,19 +410,26 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             candidates.append(filled)
         # the short tenants' jobs placed directly in holes made for them, what is left out put back where it fits
         stop = end + REPAIR_SHARE * params.time_limit_s
+        wide, last = 0, None
         for _ in range(REPAIR_ROUNDS):
             most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
             best = min(candidates, key=lambda p: rank(p, most))
             got = shares_of(best)
+            if best is last:
+                wide += 1  # the last repair did not beat it: more pools, more time each
             began = time.perf_counter()
-            # half the time left per round: the first round has the most to repair
-            until = began + 0.5 * max(0.0, stop - began)
-            fixed = repair(problem, best, got.fair, got.planned, work, levels, until=until, seed=params.random_seed)
+            # half the time left per round (the first has the most to repair), all of it once widened
+            until = began + (0.5 if wide == 0 else 1.0) * max(0.0, stop - began)
+            fixed = repair(problem, best, got.fair, got.planned, work, levels, until=until,
+                           seed=params.random_seed, pools=POOLS << wide)
             phases["repair"] = round(phases.get("repair", 0.0) + time.perf_counter() - began, 4)
-            if fixed is None or time.perf_counter() > stop:
-                candidates.extend([fixed] if fixed is not None else [])
+            last = best
+            if fixed is not None:
+                candidates.append(fixed)
+            elif got.exact_short <= SHORT_TOL * sum(got.planned.values()) or wide >= 2:
                 break
-            candidates.append(fixed)
+            if time.perf_counter() > stop - MIN_SOLVE * params.time_limit_s:
+                break
     end = t0 + (1.0 - RESERVE) * params.time_limit_s  # the budgets' re-plan may use what the repair left
     most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
     best = min(candidates, key=lambda p: rank(p, most))

@@ -288,6 +288,7 @@ def _repack(
     *,
     until: float,
     seed: int,
+    pools: int,
 ) -> bool:
     """Each pool where short tenants' jobs wait packed again (``optimizer.repack``), the pools with the most such
     work first, while time is left; ``placed``, ``fleet``, ``left`` and ``now`` updated. True when anything moved."""
@@ -303,7 +304,7 @@ def _repack(
         ]
 
     value = {k: sum(work[j.job_id] for j in waiting_in(k)) for k in fleet.gpus}
-    keys = [k for k in sorted(value, key=lambda k: -value[k]) if value[k] > 0][:POOLS]
+    keys = [k for k in sorted(value, key=lambda k: -value[k]) if value[k] > 0][:pools]
     for i, key in enumerate(keys):
         remaining = until - time.perf_counter()
         if remaining <= 0.02:
@@ -364,6 +365,7 @@ def repair(
     *,
     until: float,
     seed: int = 0,
+    pools: int = POOLS,
 ) -> Plan | None:
     """``plan`` with jobs of tenants below their ``fair`` share [GPU-h] placed in holes made by taking out jobs of
     tenants above theirs (never below it), then every job left out put back where it fits; None when nothing moved.
@@ -384,6 +386,8 @@ def repair(
         ``time.perf_counter()`` deadline of the search [s].
     seed : int
         Seed of the pools' CP-SAT models.
+    pools : int
+        Pools packed again at most (those where the most short tenants' work waits).
     """
     jobs = {j.job_id: j for j in problem.jobs}
     tenant = {j.job_id: j.tenant for j in problem.jobs}
@@ -429,7 +433,10 @@ def repair(
         left.discard(job.job_id)
         moved = True
     # pools packed again exactly: jobs moved in time make the room that taking jobs out alone cannot
-    moved = _repack(problem, fleet, placed, jobs, left, fair, now, work, until=until, seed=seed) or moved
+    moved = (
+        _repack(problem, fleet, placed, jobs, left, fair, now, work, until=until, seed=seed, pools=pools)
+        or moved
+    )
     # every job left out, the short tenants' first (by their own priority), goes where it still fits
     for j in sorted(
         left, key=lambda j: (fair.get(tenant[j], 0.0) - now[tenant[j]] <= EPS, -levels[j], -work[j])
