@@ -28,7 +28,11 @@ How the planner gets there, as a stage around the pipeline (``solve_fair``, call
 4. **Repair.** Shares are measured again on the plan; a tenant still short is lifted one layer and the plan
    re-solved while time is left. The plan kept has the least loss: GPU-hours tenants lack of their fair shares plus
    GPU-hours planned less than the most any plan placed (then the lowest objective).
-5. **Budgets.** ``optimizer.budgets`` takes out a tenant's jobs that its remaining budgets do not cover (lowest
+5. **Repair.** The best plan is changed in place, no whole solve (``optimizer.swap``): short tenants' jobs put in
+   holes made by taking out over-share work and moving other jobs, pools of a region and hardware type packed again
+   by a small CP-SAT model (``optimizer.repack``), every job still left out put back where it fits; in rounds, the
+   shares measured again each time, the repaired plan kept only when its loss is lower.
+6. **Budgets.** ``optimizer.budgets`` takes out a tenant's jobs that its remaining budgets do not cover (lowest
    priority first; reason ``budget`` with the amount short); when any were taken out and time is left, the plan is
    re-solved without them so the freed capacity goes to others.
 """

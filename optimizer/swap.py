@@ -27,9 +27,20 @@ from collections.abc import Mapping
 import numpy as np
 
 from optimizer.budgets import totals_plan
-from optimizer.plan import Assignment, Chunk, Plan, PlanStatus, Unplanned, UnplannedReason
+from optimizer.freeslots import (
+    Fleet,
+    copy_fleet,
+    free_fleet,
+    options,
+    place,
+    run_at,
+    run_kw,
+    run_objective,
+    take,
+)
+from optimizer.plan import Assignment, Plan, PlanStatus, Unplanned, UnplannedReason
 from optimizer.pools import WANTED
-from optimizer.problem import Job, ObjectiveKind, Problem
+from optimizer.problem import Job, Problem
 from optimizer.repack import repack_pool
 
 #: Starts tried per option of a short tenant's job: every ``duration / STARTS``-th slot at least.
@@ -43,118 +54,6 @@ HOLES_SHARE = 0.3
 POOLS = 4
 #: Shortfall [GPU-h] below which a tenant counts as served (rounding).
 EPS = 1e-6
-
-
-@dataclasses.dataclass(slots=True)
-class _Fleet:
-    """What a plan leaves free, per slot: GPUs per (region, hardware) and facility power per region [kW]."""
-
-    gpus: dict[tuple[str, str], np.ndarray]
-    kw: dict[str, np.ndarray]
-
-
-def _fleet(problem: Problem, assignments: Mapping[str, Assignment], jobs: Mapping[str, Job]) -> _Fleet:
-    n = problem.n_slots
-    gpus: dict[tuple[str, str], np.ndarray] = {}
-    kw: dict[str, np.ndarray] = {}
-    for r in problem.regions:
-        limit = np.array([r.power_budget_kw[k] - r.base_kw_at(k) for k in range(n)], dtype=float)
-        kw[r.name] = np.where(np.isnan(limit), -np.inf, limit)
-        for h in {*r.inventory, *r.inventory_per_slot}:
-            gpus[(r.name, h)] = np.array([r.gpus_at(h, k) for k in range(n)], dtype=np.int64)
-    fleet = _Fleet(gpus, kw)
-    for a in assignments.values():
-        _take(problem, fleet, a, jobs[a.job_id], -1)
-    return fleet
-
-
-def _kw(problem: Problem, job: Job, region: str, hardware: str) -> float:
-    """Facility power of ``job`` running on ``hardware`` in ``region`` [kW]."""
-    return job.gpus * problem.job_power_kw_per_gpu(job, hardware) * problem.region(region).pue
-
-
-def _take(problem: Problem, fleet: _Fleet, a: Assignment, job: Job, sign: int) -> None:
-    """Give back (``sign`` +1) or take (-1) the GPUs and power of ``a``."""
-    key = (a.region, a.hardware)
-    if key not in fleet.gpus:
-        fleet.gpus[key] = np.zeros(problem.n_slots, dtype=np.int64)
-    kw = _kw(problem, job, a.region, a.hardware)
-    for c in a.chunks:
-        fleet.gpus[key][c.start_slot : c.end_slot] += sign * job.gpus
-        fleet.kw[a.region][c.start_slot : c.end_slot] += sign * kw
-
-
-def _options(problem: Problem, job: Job) -> list[tuple[str, str, int]]:
-    """(region, hardware, run slots) where ``job`` may run: allowed, with a duration and enough memory."""
-    memory = {h.name: h.memory_gb for h in problem.hardware}
-    out = []
-    for r in problem.regions:
-        if job.allowed_regions is not None and r.name not in job.allowed_regions:
-            continue
-        for hw, d in job.duration_slots.items():
-            if d <= 0 or memory.get(hw, -1.0) < job.memory_gb_per_gpu:
-                continue
-            if job.allowed_hardware is not None and hw not in job.allowed_hardware:
-                continue
-            if d <= min(problem.n_slots, job.deadline_slot) - max(0, job.release_slot):
-                out.append((r.name, hw, d))
-    return out
-
-
-def _run_objective(problem: Problem, job: Job, region: str, hardware: str, d: int) -> np.ndarray:
-    """Objective of a run of ``d`` slots starting at each slot ``0..n_slots - d`` (inf where a curve is unknown)."""
-    reg = problem.region(region)
-    e = _kw(problem, job, region, hardware) * problem.slot_hours  # per slot [kWh]
-    price = np.asarray(reg.price_per_mwh, dtype=float) * problem.fx(reg.currency)
-    carbon = np.asarray(reg.carbon_g_per_kwh, dtype=float)
-    kind = problem.objective.kind
-    if kind is ObjectiveKind.COST:
-        per_slot = e * price / 1000.0
-    elif kind is ObjectiveKind.WEIGHTED:
-        per_slot = e * price / 1000.0 + problem.objective.carbon_price_per_tonne * e * carbon / 1e6
-    else:
-        per_slot = e * carbon / 1000.0
-    # a run must not touch a slot whose price or carbon is unknown (the checker would flag the objective's curve)
-    bad = ~(np.isfinite(price) & np.isfinite(carbon) & (carbon >= 0))
-    per_slot = np.where(bad, np.inf, per_slot)
-    window = np.lib.stride_tricks.sliding_window_view(per_slot, d)
-    return window.sum(axis=1)
-
-
-def _assignment(problem: Problem, job: Job, region: str, hardware: str, start: int, d: int) -> Assignment:
-    """``job`` in one run of ``d`` slots from ``start``, its figures computed slot by slot as the checker does."""
-    reg = problem.region(region)
-    e = _kw(problem, job, region, hardware) * problem.slot_hours
-    fx = problem.fx(reg.currency)
-    cost = sum(e * reg.price_per_mwh[k] * fx / 1000.0 for k in range(start, start + d))
-    carbon = sum(e * reg.carbon_g_per_kwh[k] / 1000.0 for k in range(start, start + d))
-    return Assignment(job.job_id, region, hardware, (Chunk(start, start + d),), e * d, cost, carbon)
-
-
-def _place(problem: Problem, fleet: _Fleet, job: Job) -> Assignment | None:
-    """The run of least objective where ``job``'s GPUs and power are free for its whole run (None: nowhere)."""
-    best: tuple[float, str, str, int, int] | None = None
-    for rname, hw, d in _options(problem, job):
-        free = fleet.gpus.get((rname, hw))
-        if free is None:
-            continue
-        lo, hi = max(0, job.release_slot), min(problem.n_slots, job.deadline_slot) - d
-        if hi < lo:
-            continue
-        kw = _kw(problem, job, rname, hw)
-        g_ok = np.lib.stride_tricks.sliding_window_view(free, d).min(axis=1) >= job.gpus
-        p_ok = np.lib.stride_tricks.sliding_window_view(fleet.kw[rname], d).min(axis=1) >= kw - 1e-9
-        cost = _run_objective(problem, job, rname, hw, d)
-        ok = np.flatnonzero(g_ok[lo : hi + 1] & p_ok[lo : hi + 1] & np.isfinite(cost[lo : hi + 1]))
-        if ok.size == 0:
-            continue
-        s = lo + int(ok[np.argmin(cost[lo + ok])])
-        if best is None or cost[s] < best[0]:
-            best = (float(cost[s]), rname, hw, s, d)
-    if best is None:
-        return None
-    _, rname, hw, s, d = best
-    return _assignment(problem, job, rname, hw, s, d)
 
 
 def _overlap(a: Assignment, s: int, e: int) -> int:
@@ -179,13 +78,9 @@ class _Hole:
     run: Assignment
 
 
-def _copy(fleet: _Fleet) -> _Fleet:
-    return _Fleet({k: v.copy() for k, v in fleet.gpus.items()}, {k: v.copy() for k, v in fleet.kw.items()})
-
-
 def _room_for(
     problem: Problem,
-    fleet: _Fleet,
+    fleet: Fleet,
     job: Job,
     placed: Mapping[str, Assignment],
     jobs: Mapping[str, Job],
@@ -203,14 +98,14 @@ def _room_for(
     by_region: dict[str, list[Assignment]] = defaultdict(list)
     for a in placed.values():
         by_region[a.region].append(a)
-    for rname, hw, d in _options(problem, job):
+    for rname, hw, d in options(problem, job):
         reg = problem.region(rname)
         free = fleet.gpus.get((rname, hw))
         if free is None:
             continue
-        kw = _kw(problem, job, rname, hw)
+        kw = run_kw(problem, job, rname, hw)
         lo, hi = max(0, job.release_slot), min(problem.n_slots, job.deadline_slot) - d
-        cost = _run_objective(problem, job, rname, hw, d)
+        cost = run_objective(problem, job, rname, hw, d)
         for s in range(lo, hi + 1, max(1, d // STARTS, (hi - lo) // WINDOW_STARTS)):
             if not math.isfinite(cost[s]):
                 continue
@@ -244,7 +139,7 @@ def _room_for(
                     other = jobs[a.job_id]
                     if same:
                         lack_g[mask] -= other.gpus
-                    lack_kw[mask] -= _kw(problem, other, a.region, a.hardware)
+                    lack_kw[mask] -= run_kw(problem, other, a.region, a.hardware)
                     o = tenant[a.job_id]
                     if given[o] + work[a.job_id] <= removable.get(o, 0.0) + EPS:
                         out.append(a.job_id)
@@ -257,19 +152,19 @@ def _room_for(
             holes.append((score, float(cost[s]), out, move, rname, hw, s, d))
     holes.sort(key=lambda h: (h[0], h[1]))
     for _score, _, out, move, rname, hw, s, d in holes[:VERIFY]:
-        run = _assignment(problem, job, rname, hw, s, d)
+        run = run_at(problem, job, rname, hw, s, d)
         if not move:
             return _Hole(sum(work[j] for j in out), tuple(out), (), run)
-        trial = _copy(fleet)
+        trial = copy_fleet(fleet)
         for j in (*out, *move):
-            _take(problem, trial, placed[j], jobs[j], +1)
-        _take(problem, trial, run, job, -1)
+            take(problem, trial, placed[j], jobs[j], +1)
+        take(problem, trial, run, job, -1)
         moves = []
         for j in sorted(move, key=lambda j: -work[j]):
-            there = _place(problem, trial, jobs[j])
+            there = place(problem, trial, jobs[j])
             if there is None:
                 break
-            _take(problem, trial, there, jobs[j], -1)
+            take(problem, trial, there, jobs[j], -1)
             moves.append(there)
         else:
             return _Hole(sum(work[j] for j in out), tuple(out), tuple(moves), run)
@@ -278,7 +173,7 @@ def _room_for(
 
 def _repack(
     problem: Problem,
-    fleet: _Fleet,
+    fleet: Fleet,
     placed: dict[str, Assignment],
     jobs: Mapping[str, Job],
     left: set[str],
@@ -300,7 +195,7 @@ def _repack(
         return [
             jobs[j]
             for j in left
-            if tenant[j] in short and any((r, hw) == key for r, hw, _ in _options(problem, jobs[j]))
+            if tenant[j] in short and any((r, hw) == key for r, hw, _ in options(problem, jobs[j]))
         ]
 
     value = {k: sum(work[j.job_id] for j in waiting_in(k)) for k in fleet.gpus}
@@ -329,16 +224,15 @@ def _repack(
         if got is None:
             continue
         moved, taken, brought = got
-        trial = _copy(fleet)
+        trial = copy_fleet(fleet)
         old = [placed[j] for j in (*moved, *taken)]
         new = [
-            _assignment(problem, jobs[j], key[0], key[1], s, d)
-            for j, (s, d) in (*moved.items(), *brought.items())
+            run_at(problem, jobs[j], key[0], key[1], s, d) for j, (s, d) in (*moved.items(), *brought.items())
         ]
         for a in old:
-            _take(problem, trial, a, jobs[a.job_id], +1)
+            take(problem, trial, a, jobs[a.job_id], +1)
         for a in new:
-            _take(problem, trial, a, jobs[a.job_id], -1)
+            take(problem, trial, a, jobs[a.job_id], -1)
         if trial.kw[key[0]].min() < -1e-6 or trial.gpus[key].min() < 0:
             continue  # the region's power does not hold the new packing
         fleet.gpus, fleet.kw = trial.gpus, trial.kw
@@ -392,7 +286,7 @@ def repair(
     jobs = {j.job_id: j for j in problem.jobs}
     tenant = {j.job_id: j.tenant for j in problem.jobs}
     placed = {a.job_id: a for a in plan.assignments}
-    fleet = _fleet(problem, placed, jobs)
+    fleet = free_fleet(problem, placed, jobs)
     now = dict(planned)
     reasons = {u.job_id: u for u in plan.unplanned}
     left = {u.job_id for u in plan.unplanned if u.reason in WANTED and u.job_id in jobs}
@@ -421,13 +315,13 @@ def repair(
         if found is None:
             continue
         for j in (*found.out, *(m.job_id for m in found.moves)):
-            _take(problem, fleet, placed[j], jobs[j], +1)
+            take(problem, fleet, placed[j], jobs[j], +1)
             del placed[j]
         for j in found.out:
             now[tenant[j]] -= work[j]
             left.add(j)
         for a in (found.run, *found.moves):
-            _take(problem, fleet, a, jobs[a.job_id], -1)
+            take(problem, fleet, a, jobs[a.job_id], -1)
             placed[a.job_id] = a
         now[job.tenant] += work[job.job_id]
         left.discard(job.job_id)
@@ -441,10 +335,10 @@ def repair(
     for j in sorted(
         left, key=lambda j: (fair.get(tenant[j], 0.0) - now[tenant[j]] <= EPS, -levels[j], -work[j])
     ):
-        spot = _place(problem, fleet, jobs[j])
+        spot = place(problem, fleet, jobs[j])
         if spot is None:
             continue
-        _take(problem, fleet, spot, jobs[j], -1)
+        take(problem, fleet, spot, jobs[j], -1)
         placed[j] = spot
         now[tenant[j]] += work[j]
         left.discard(j)

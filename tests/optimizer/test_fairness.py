@@ -260,8 +260,8 @@ def test_repair_moves_jobs_in_time_when_taking_out_alone_cannot_make_room():
 def test_a_pool_packed_again_brings_in_a_short_tenants_job_by_moving_and_taking_out():
     """One pool of 4 GPUs over 8 hours: S's 2-GPU job in the middle, F's two 2-GPU jobs beside it, F 8 GPU-h above
     its share. S's waiting job of 4 GPUs for 4 hours comes in: S's first job moves, one of F's jobs goes."""
+    from optimizer.freeslots import run_at
     from optimizer.repack import repack_pool
-    from optimizer.swap import _assignment
 
     n = 8
     s0 = job("s0", gpus=2, dur=4, n_slots=n, tenant="S")
@@ -270,9 +270,9 @@ def test_a_pool_packed_again_brings_in_a_short_tenants_job_by_moving_and_taking_
     f1 = job("f1", gpus=2, dur=4, n_slots=n, tenant="F")
     pb = problem([region("X", [50.0] * n, gpus=4, budget_kw=1000.0)], [s0, s1, f0, f1])
     placed = {
-        "s0": _assignment(pb, s0, "X", "H100", 2, 4),
-        "f0": _assignment(pb, f0, "X", "H100", 0, 4),
-        "f1": _assignment(pb, f1, "X", "H100", 4, 4),
+        "s0": run_at(pb, s0, "X", "H100", 2, 4),
+        "f0": run_at(pb, f0, "X", "H100", 0, 4),
+        "f1": run_at(pb, f1, "X", "H100", 4, 4),
     }
     jobs = {j.job_id: j for j in pb.jobs}
     work = {"s0": 8.0, "s1": 16.0, "f0": 8.0, "f1": 8.0}
