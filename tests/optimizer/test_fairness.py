@@ -9,7 +9,7 @@ import pytest
 
 from optimizer import SolveParams, UnplannedReason, check_plan, solve
 from optimizer.check_tenants import _fair
-from optimizer.fairness import tenant_levels, water_fill
+from optimizer.layers import tenant_levels, water_fill
 from optimizer.pools import constrained_fill
 from optimizer.tenancy import BudgetWindow, Fairness, TenantPolicy
 from tests.optimizer.conftest import H100, L40S, job, problem, region
