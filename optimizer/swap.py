@@ -52,6 +52,9 @@ WINDOW_STARTS = 24
 HOLES_SHARE = 0.3
 #: Pools packed again per repair, those where the most short tenants' work waits (the time is shared among them).
 POOLS = 4
+#: How far below its share a tenant may go to let a short tenant's whole job in, as a share of what that tenant
+#: lacks (under 1: the largest difference from a share only shrinks).
+BELOW = 0.75
 #: Shortfall [GPU-h] below which a tenant counts as served (rounding).
 EPS = 1e-6
 
@@ -310,7 +313,11 @@ def repair(
         if job is None:
             break
         tried.add(job.job_id)
-        removable = {t: max(0.0, now[t] - fair[t]) for t in fair}
+        # a tenant at or above its share may give up what it has above it, and (jobs are whole) go below it by less
+        # than this tenant lacks now: no tenant ends further from its share than the worst is now
+        gap = fair[job.tenant] - now[job.tenant]
+        below = BELOW * gap
+        removable = {t: max(0.0, now[t] - fair[t]) + below if now[t] >= fair[t] - EPS else 0.0 for t in fair}
         found = _room_for(problem, fleet, job, placed, jobs, removable, work, tenant)
         if found is None:
             continue

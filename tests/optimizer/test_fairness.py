@@ -288,3 +288,24 @@ def test_a_pool_packed_again_brings_in_a_short_tenants_job_by_moving_and_taking_
         for k in range(s, s + d):
             use[k] += g
     assert max(use) <= 4
+
+
+def test_repair_lets_a_whole_job_in_when_that_brings_every_tenant_closer_to_its_share():
+    """F holds the whole pool (96 GPU-h) against a share of 60; S's one job is 48 GPU-h against a share of 36. F
+    giving up only its 36 above the share leaves no room; giving up 48 (12 below its share) lets S's job in, and no
+    tenant ends further than 12 GPU-h from its share instead of 36."""
+    import time
+
+    from optimizer.swap import repair
+
+    n = 12
+    flood_jobs = [job(f"f{i}", gpus=1, dur=6, n_slots=n, tenant="F") for i in range(16)]
+    big = job("s0", gpus=8, dur=6, n_slots=n, tenant="S")
+    pb = problem([region("X", [50.0] * n, gpus=8, budget_kw=1000.0)], [*flood_jobs, big])
+    blind = solve(dataclasses.replace(pb, jobs=tuple(flood_jobs), fairness=Fairness(enabled=False)), PARAMS)
+    assert planned_by(blind, "f") == 16
+    work = {j.job_id: j.gpus * 6.0 for j in pb.jobs}
+    fixed = repair(pb, _left_out(pb, blind, ["s0"]), {"F": 60.0, "S": 36.0}, {"F": 96.0, "S": 0.0}, work,
+                   tenant_levels(pb), until=time.perf_counter() + 5.0)
+    assert fixed is not None and check_plan(pb, fixed).ok
+    assert planned_by(fixed, "s") == 1 and planned_by(fixed, "f") == 8
