@@ -25,7 +25,9 @@ MIN_PRIORITY = 4
 EPS = 1e-6
 
 
-def water_fill(capacity: float, weights: Mapping[str, float], demands: Mapping[str, float]) -> dict[str, float]:
+def water_fill(
+    capacity: float, weights: Mapping[str, float], demands: Mapping[str, float]
+) -> dict[str, float]:
     """Weighted max-min shares of ``capacity`` [GPU-h]: ``min(demand, lam * weight)`` summing to ``capacity`` (or
     every demand, when they fit)."""
     share = {t: 0.0 for t in demands}
@@ -65,17 +67,27 @@ def _value_per_penalty(problem: Problem, job: Job, work: float) -> float:
     priority times GPUs x the largest power x run time over its hardware (``tables._penalty``), so a priority times
     this value makes the charge proportional to the job's GPU-hours."""
     energy = max(
-        (problem.job_power_kw_per_gpu(job, hw) * (d + job.checkpoint_overhead_slots)
-         for hw, d in job.duration_slots.items()
-         if d > 0 and (job.allowed_hardware is None or hw in job.allowed_hardware)),
+        (
+            problem.job_power_kw_per_gpu(job, hw) * (d + job.checkpoint_overhead_slots)
+            for hw, d in job.duration_slots.items()
+            if d > 0 and (job.allowed_hardware is None or hw in job.allowed_hardware)
+        ),
         default=0.0,
     )
     return work / (job.gpus * energy) if energy > 0 and job.gpus > 0 else 0.0
 
 
-def layer_priorities(problem: Problem, capacity: float, boost: Mapping[str, int], plannable: set[str],
-                work: Mapping[str, float], levels: Mapping[str, int], admitted: set[str] | None = None,
-                fair_at: Mapping[str, float] | None = None, kept: frozenset[str] = frozenset()) -> dict[str, int]:
+def layer_priorities(
+    problem: Problem,
+    capacity: float,
+    boost: Mapping[str, int],
+    plannable: set[str],
+    work: Mapping[str, float],
+    levels: Mapping[str, int],
+    admitted: set[str] | None = None,
+    fair_at: Mapping[str, float] | None = None,
+    kept: frozenset[str] = frozenset(),
+) -> dict[str, int]:
     """Priorities of the inner problem: per tenant, its jobs best first fill the layers of ``LAYERS`` (a job joins
     the first layer whose share its tenant's work so far plus half of it fits in); a GPU-hour of layer ``k`` is worth
     ``RATIO`` GPU-hours of layer ``k + 1``; a tenant's ``boost`` lifts all of its layers by that many. ``admitted``,
