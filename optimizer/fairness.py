@@ -28,7 +28,11 @@ How the planner gets there, as a stage around the pipeline (``solve_fair``, call
 4. **Repair.** Shares are measured again on the plan; a tenant still short is lifted one layer and the plan
    re-solved while time is left. The plan kept has the least loss: GPU-hours tenants lack of their fair shares plus
    GPU-hours planned less than the most any plan placed (then the lowest objective).
-5. **Budgets.** ``optimizer.budgets`` takes out a tenant's jobs that its remaining budgets do not cover (lowest
+5. **Repair.** The best plan is changed in place, no whole solve (``optimizer.swap``): short tenants' jobs put in
+   holes made by taking out over-share work and moving other jobs, pools of a region and hardware type packed again
+   by a small CP-SAT model (``optimizer.repack``), every job still left out put back where it fits; in rounds, the
+   shares measured again each time, the repaired plan kept only when its loss is lower.
+6. **Budgets.** ``optimizer.budgets`` takes out a tenant's jobs that its remaining budgets do not cover (lowest
    priority first; reason ``budget`` with the amount short); when any were taken out and time is left, the plan is
    re-solved without them so the freed capacity goes to others.
 """
@@ -41,26 +45,17 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
 from optimizer.budgets import budget_prefilter, fit_budgets, fit_gpu_caps, totals_plan
+from optimizer.layers import layer_priorities, tenant_levels
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
 from optimizer.pools import WANTED, block_slots, constrained_fill, job_pools, plan_pools
 from optimizer.problem import Job, Problem, SolveParams
 from optimizer.residual import merge_plans, residual_problem
 from optimizer.room import make_room
+from optimizer.swap import POOLS, repair
 from optimizer.tenancy import Fairness
 
 Inner = Callable[..., Plan]
 
-#: Progressive filling in layers: layer ``k`` admits each tenant's jobs up to its weighted max-min share of
-#: ``LAYERS[k]`` times the work a greedy placement fits (the plan usually fits more); the rest is the last layer.
-LAYERS = (0.6, 0.85, 1.0, 1.1, 1.25, 1.5)
-#: Value of a GPU-hour of one layer against the next: the pipeline leaves out a later layer's work before an earlier
-#: one's unless it places over ``RATIO`` times as much, so a shortage falls on the last layers, spread over tenants.
-RATIO = 2
-#: The last layer planned in the first of the two passes (``LAYERS[ADMIT_LAYER]`` is 1.0: the measured capacity).
-ADMIT_LAYER = 2
-LEVELS = 99
-#: Smallest priority handed to the pipeline (its resolution: priorities are integers).
-MIN_PRIORITY = 4
 #: Shortfall [GPU-h] below which a tenant counts as served (rounding).
 EPS = 1e-6
 #: Total shortfall, as a share of the work planned, below which plans compare on work and objective alone.
@@ -76,6 +71,10 @@ RESERVE = 0.04
 ROOM_SHARE = 0.15
 #: Rounds of trim and fill on the best plan with the time left (each keeps its packing and adds what fits).
 POLISH_ROUNDS = 3
+#: Share of the time limit kept for the direct repair of the best plan (``optimizer.swap``: no solve, array sums).
+REPAIR_SHARE = 0.35
+#: Rounds of direct repair (each measures the shares again: they move with the work placed).
+REPAIR_ROUNDS = 6
 #: Shortest limit worth a solve, as a share of the time limit: a solve with less is skipped, not started.
 MIN_SOLVE = 0.05
 
@@ -95,41 +94,6 @@ def job_gpu_hours(problem: Problem, job: Job) -> float:
         if d > 0 and (job.allowed_hardware is None or hw in job.allowed_hardware)
     ]
     return job.gpus * min(durations) * problem.slot_hours if durations and job.gpus > 0 else 0.0
-
-
-def water_fill(capacity: float, weights: Mapping[str, float], demands: Mapping[str, float]) -> dict[str, float]:
-    """Weighted max-min shares of ``capacity`` [GPU-h]: ``min(demand, lam * weight)`` summing to ``capacity`` (or
-    every demand, when they fit)."""
-    share = {t: 0.0 for t in demands}
-    open_ = {t for t, d in demands.items() if d > EPS}
-    left = max(0.0, capacity)
-    while open_ and left > EPS:
-        total_w = sum(weights[t] for t in open_)
-        lam = left / total_w
-        capped = {t for t in open_ if demands[t] - share[t] <= lam * weights[t] + EPS}
-        if not capped:
-            for t in open_:
-                share[t] += lam * weights[t]
-            break
-        for t in capped:
-            left -= demands[t] - share[t]
-            share[t] = demands[t]
-        open_ -= capped
-    return share
-
-
-def tenant_levels(problem: Problem) -> dict[str, int]:
-    """Each job's level ``0..LEVELS`` within its tenant, from its priority's rank among that tenant's priorities (so
-    a tenant's priority 1000 means no more than another tenant's 10)."""
-    by_tenant: dict[str, set[int]] = defaultdict(set)
-    for j in problem.jobs:
-        by_tenant[j.tenant].add(j.priority)
-    rank = {t: {p: k for k, p in enumerate(sorted(ps))} for t, ps in by_tenant.items()}
-    out: dict[str, int] = {}
-    for j in problem.jobs:
-        n = len(by_tenant[j.tenant])
-        out[j.job_id] = 0 if n == 1 else round(LEVELS * rank[j.tenant][j.priority] / (n - 1))
-    return out
 
 
 @dataclasses.dataclass(slots=True)
@@ -181,64 +145,6 @@ def _inner_problem(problem: Problem, priority: Mapping[str, int], drop: set[str]
     return dataclasses.replace(problem, jobs=jobs, tenants=(), fairness=Fairness(enabled=False))
 
 
-def _value_per_penalty(problem: Problem, job: Job, work: float) -> float:
-    """Work per unit of the pipeline's left-out penalty [GPU-h / (kW slot)]: the pipeline charges a job left out its
-    priority times GPUs x the largest power x run time over its hardware (``tables._penalty``), so a priority times
-    this value makes the charge proportional to the job's GPU-hours."""
-    energy = max(
-        (problem.job_power_kw_per_gpu(job, hw) * (d + job.checkpoint_overhead_slots)
-         for hw, d in job.duration_slots.items()
-         if d > 0 and (job.allowed_hardware is None or hw in job.allowed_hardware)),
-        default=0.0,
-    )
-    return work / (job.gpus * energy) if energy > 0 and job.gpus > 0 else 0.0
-
-
-def _priorities(problem: Problem, capacity: float, boost: Mapping[str, int], plannable: set[str],
-                work: Mapping[str, float], levels: Mapping[str, int], admitted: set[str] | None = None,
-                fair_at: Mapping[str, float] | None = None, kept: frozenset[str] = frozenset()) -> dict[str, int]:
-    """Priorities of the inner problem: per tenant, its jobs best first fill the layers of ``LAYERS`` (a job joins
-    the first layer whose share its tenant's work so far plus half of it fits in); a GPU-hour of layer ``k`` is worth
-    ``RATIO`` GPU-hours of layer ``k + 1``; a tenant's ``boost`` lifts all of its layers by that many. ``admitted``,
-    when given, receives the jobs of the layers up to ``LAYERS[ADMIT_LAYER]`` (the capacity measured)."""
-    admitted = set() if admitted is None else admitted
-    weights = {t: problem.tenant_policy(t).weight for t in set(j.tenant for j in problem.jobs)}
-    demand: dict[str, float] = defaultdict(float)
-    for j in problem.jobs:
-        if j.job_id in plannable:
-            demand[j.tenant] += work[j.job_id]
-    demand_all = {t: demand.get(t, 0.0) for t in weights}
-    base = dict(fair_at) if fair_at is not None else water_fill(capacity, weights, demand_all)
-    above = {t: max(0.0, demand_all[t] - base.get(t, 0.0)) for t in weights}
-    targets = []
-    for f in LAYERS:  # up to the capacity: the fair shares measured; beyond it, the rest by weight
-        if f <= 1.0:
-            targets.append(water_fill(f * capacity, weights, {t: base.get(t, 0.0) for t in weights}))
-        else:
-            extra = water_fill((f - 1.0) * capacity, weights, above)
-            targets.append({t: base.get(t, 0.0) + extra[t] for t in weights})
-    value = {j.job_id: _value_per_penalty(problem, j, work[j.job_id]) for j in problem.jobs}
-    known = sorted(v for v in value.values() if v > 0)
-    if not known:
-        return dict.fromkeys(value, 1)
-    mid = known[len(known) // 2]
-    covered: dict[str, float] = defaultdict(float)
-    out: dict[str, int] = {}
-    for j in sorted(problem.jobs, key=lambda j: (j.job_id not in kept, -levels[j.job_id], work[j.job_id])):
-        t, w = j.tenant, work[j.job_id]
-        layer = len(LAYERS)
-        if j.job_id in plannable:
-            layer = next((k for k, tg in enumerate(targets) if covered[t] + 0.5 * w <= tg[t] + EPS), layer)
-            covered[t] += w
-        # per GPU-hour, clamped to a 16-fold spread around the median job, so the integers stay small
-        v = min(max(value[j.job_id], mid / 4), mid * 4) / (mid / 4)
-        lift = RATIO ** (len(LAYERS) - layer + (boost.get(t, 0) if layer < len(LAYERS) else 0))
-        out[j.job_id] = max(1, round(MIN_PRIORITY * lift * v))
-        if layer <= ADMIT_LAYER:
-            admitted.add(j.job_id)
-    return out
-
-
 def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, name: str = "gridshift") -> Plan:
     """Plan ``problem`` fairly between its tenants and within their budgets with the solver ``inner``.
 
@@ -270,7 +176,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         problem = dataclasses.replace(problem, jobs=tuple(j for j in problem.jobs if j.job_id not in excluded))
     phases: dict[str, float] = {}
     # the time limit covers every stage: the end is kept for the budgets, the shares and the plan's figures
-    end = t0 + (1.0 - RESERVE) * params.time_limit_s
+    end = t0 + (1.0 - RESERVE - REPAIR_SHARE) * params.time_limit_s
     setup = [0.0]  # what one more solve costs whatever its limit (tables and greedy plan) [s], once measured
 
     memo: dict[int, tuple[Plan, _Shares]] = {}
@@ -323,7 +229,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             return None  # taken out and not filled: capacity wasted, never a plan to offer
         kept = frozenset(a.job_id for a in first.assignments)
         # the layers counted from the jobs kept: a tenant's kept work covers its first layers
-        priority = _priorities(problem, capacity, boost, plannable, work, levels, fair_at=fair_at, kept=kept)
+        priority = layer_priorities(problem, capacity, boost, plannable, work, levels, fair_at=fair_at, kept=kept)
         short = {tn for tn in got.fair if got.fair[tn] - got.planned[tn] > EPS}
         waiting = {j.job_id for j in problem.jobs if j.tenant in short and j.job_id not in kept}
         first_limit = room(0.3, len(waiting)) if waiting else None
@@ -349,7 +255,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         candidates = [solve_on(_inner_problem(problem, as_given, set()), 0.8 * left(), "plan")]
     else:
         # the most work the fleet can place, every GPU-hour alike; where it is fair already, it is the plan
-        blind_priority = _priorities(problem, 0.0, {}, set(), work, levels)
+        blind_priority = layer_priorities(problem, 0.0, {}, set(), work, levels)
         blind_pb = _inner_problem(problem, blind_priority, set())
         blind = solve_on(blind_pb, problem.fairness.blind_share * left(), "blind")
         candidates = [blind]
@@ -376,7 +282,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             if limit is None:
                 break
             admitted: set[str] = set()
-            layered = _priorities(problem, capacity, boost, plannable, work, levels, admitted, fair_at)
+            layered = layer_priorities(problem, capacity, boost, plannable, work, levels, admitted, fair_at)
             if rnd == 0:
                 plan = two_pass(layered, admitted, limit, blind)
                 if plan is None:
@@ -403,6 +309,29 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             if filled is None:
                 break
             candidates.append(filled)
+        # the short tenants' jobs placed directly in holes made for them, what is left out put back where it fits
+        stop = end + REPAIR_SHARE * params.time_limit_s
+        wide, last = 0, None
+        for _ in range(REPAIR_ROUNDS):
+            most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
+            best = min(candidates, key=lambda p: rank(p, most))
+            got = shares_of(best)
+            if best is last:
+                wide += 1  # the last repair did not beat it: more pools, more time each
+            began = time.perf_counter()
+            # half the time left per round (the first has the most to repair), all of it once widened
+            until = began + (0.5 if wide == 0 else 1.0) * max(0.0, stop - began)
+            fixed = repair(problem, best, got.fair, got.planned, work, levels, until=until,
+                           seed=params.random_seed, pools=POOLS << wide)
+            phases["repair"] = round(phases.get("repair", 0.0) + time.perf_counter() - began, 4)
+            last = best
+            if fixed is not None:
+                candidates.append(fixed)
+            elif got.exact_short <= SHORT_TOL * sum(got.planned.values()) or wide >= 2:
+                break
+            if time.perf_counter() > stop - MIN_SOLVE * params.time_limit_s:
+                break
+    end = t0 + (1.0 - RESERVE) * params.time_limit_s  # the budgets' re-plan may use what the repair left
     most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
     best = min(candidates, key=lambda p: rank(p, most))
     final, budget_out = _fit(problem, best, levels)
@@ -411,7 +340,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         # re-plan without the jobs the budgets do not cover: their capacity goes to the others
         dropped = {u.job_id for u in budget_out}
         priority = (
-            _priorities(problem, capacity, boost, plannable - dropped, work, levels, fair_at=fair_at)
+            layer_priorities(problem, capacity, boost, plannable - dropped, work, levels, fair_at=fair_at)
             if fair_on else as_given
         )
         again_plan = solve_on(_inner_problem(problem, priority, dropped), limit, "budget_replan")

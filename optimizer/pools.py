@@ -11,7 +11,7 @@ A tenant's **fair share** is its share in the weighted max-min fair allocation o
 filling): every tenant's allocation grows with its weight, each only from pools its own jobs (planned or left out
 for capacity) may use and up to their work, until it is stopped by its demand or by pools that are all taken by
 tenants at the same level or below. Pooled over one pool (one hardware type, one region, one block) this is the
-plain water-filling of ``fairness.water_fill``; the shares always add up to the work placed.
+plain water-filling of ``layers.water_fill``; the shares always add up to the work placed.
 
 Here it is computed by bisection on the water level with OR-Tools' max-flow (tenant -> job class -> pool -> sink);
 ``optimizer.check_tenants`` computes it again on its own, by linear programs.

@@ -9,7 +9,7 @@ import pytest
 
 from optimizer import SolveParams, UnplannedReason, check_plan, solve
 from optimizer.check_tenants import _fair
-from optimizer.fairness import tenant_levels, water_fill
+from optimizer.layers import tenant_levels, water_fill
 from optimizer.pools import constrained_fill
 from optimizer.tenancy import BudgetWindow, Fairness, TenantPolicy
 from tests.optimizer.conftest import H100, L40S, job, problem, region
@@ -201,3 +201,111 @@ def test_bad_tenant_settings_name_the_field():
         Fairness(pool_hours=0.0)
     with pytest.raises(ValueError, match="duplicate tenant"):
         scarce([], tenants=(TenantPolicy("A"), TenantPolicy("A")))
+
+
+def _left_out(pb, plan, job_ids):
+    """``plan`` (of a sub-problem) as a plan of ``pb`` with ``job_ids`` left out for capacity."""
+    from optimizer.plan import Unplanned
+
+    more = tuple(Unplanned(j, UnplannedReason.CAPACITY, "no room") for j in job_ids)
+    return dataclasses.replace(plan, unplanned=(*plan.unplanned, *more))
+
+
+def test_repair_takes_out_over_share_work_so_a_short_tenants_big_job_runs():
+    """Tenant S's one job needs all 4 GPUs for 4 hours; the flood F fills the pool with 1-GPU jobs. F is 16 GPU-h
+    above its share: its jobs of the first four hours go, S's job runs there, and F keeps its share."""
+    import time
+
+    from optimizer.swap import repair
+
+    n = 8
+    flood_jobs = [job(f"f{i}", gpus=1, dur=4, n_slots=n, priority=1000, tenant="F") for i in range(8)]
+    big = job("s0", gpus=4, dur=4, n_slots=n, tenant="S")
+    pb = problem([region("X", [50.0] * n, gpus=4, budget_kw=1000.0)], [*flood_jobs, big])
+    blind = solve(dataclasses.replace(pb, jobs=tuple(flood_jobs), fairness=Fairness(enabled=False)), PARAMS)
+    plan = _left_out(pb, blind, ["s0"])
+    assert planned_by(plan, "f") == 8 and planned_by(plan, "s") == 0
+    work = {j.job_id: j.gpus * 4.0 for j in pb.jobs}
+    fixed = repair(pb, plan, {"F": 16.0, "S": 16.0}, {"F": 32.0, "S": 0.0}, work, tenant_levels(pb),
+                   until=time.perf_counter() + 5.0)
+    assert fixed is not None
+    report = check_plan(pb, fixed, strict_fairness=True)
+    assert report.ok, report.violations
+    assert planned_by(fixed, "s") == 1 and planned_by(fixed, "f") == 4
+    assert {u.job_id for u in fixed.unplanned} == {a.job_id for a in plan.assignments} - {
+        a.job_id for a in fixed.assignments
+    }
+
+
+def test_repair_moves_jobs_in_time_when_taking_out_alone_cannot_make_room():
+    """2 GPUs over 8 hours; S's own 2-GPU 4-hour job sits in the cheap middle, so its other one fits nowhere, and no
+    tenant is over its share to give anything up. Moving the first job to one end makes room for both."""
+    import time
+
+    from optimizer.swap import repair
+
+    n = 8
+    jobs = [job("s0", gpus=2, dur=4, n_slots=n, tenant="S"), job("s1", gpus=2, dur=4, n_slots=n, tenant="S")]
+    pb = problem([region("X", [100.0, 100.0, 1.0, 1.0, 1.0, 1.0, 100.0, 100.0], gpus=2, budget_kw=1000.0)], jobs)
+    first = solve(dataclasses.replace(pb, jobs=tuple(jobs[:1]), fairness=Fairness(enabled=False)), PARAMS)
+    assert [c.start_slot for c in first.assignments[0].chunks] == [2]
+    plan = _left_out(pb, first, ["s1"])
+    fixed = repair(pb, plan, {"S": 16.0}, {"S": 8.0}, {"s0": 8.0, "s1": 8.0}, tenant_levels(pb),
+                   until=time.perf_counter() + 5.0)
+    assert fixed is not None and check_plan(pb, fixed).ok
+    assert sorted(a.job_id for a in fixed.assignments) == ["s0", "s1"]
+    assert not fixed.unplanned
+
+
+def test_a_pool_packed_again_brings_in_a_short_tenants_job_by_moving_and_taking_out():
+    """One pool of 4 GPUs over 8 hours: S's 2-GPU job in the middle, F's two 2-GPU jobs beside it, F 8 GPU-h above
+    its share. S's waiting job of 4 GPUs for 4 hours comes in: S's first job moves, one of F's jobs goes."""
+    from optimizer.freeslots import run_at
+    from optimizer.repack import repack_pool
+
+    n = 8
+    s0 = job("s0", gpus=2, dur=4, n_slots=n, tenant="S")
+    s1 = job("s1", gpus=4, dur=4, n_slots=n, tenant="S")
+    f0 = job("f0", gpus=2, dur=4, n_slots=n, tenant="F")
+    f1 = job("f1", gpus=2, dur=4, n_slots=n, tenant="F")
+    pb = problem([region("X", [50.0] * n, gpus=4, budget_kw=1000.0)], [s0, s1, f0, f1])
+    placed = {
+        "s0": run_at(pb, s0, "X", "H100", 2, 4),
+        "f0": run_at(pb, f0, "X", "H100", 0, 4),
+        "f1": run_at(pb, f1, "X", "H100", 4, 4),
+    }
+    jobs = {j.job_id: j for j in pb.jobs}
+    work = {"s0": 8.0, "s1": 16.0, "f0": 8.0, "f1": 8.0}
+    got = repack_pool(pb, ("X", "H100"), placed, jobs, [s1], {"F": 8.0}, {"S": 16.0}, work, time_limit_s=5.0)
+    assert got is not None
+    moved, taken, brought = got
+    assert set(brought) == {"s1"} and len(taken) == 1 and taken <= {"f0", "f1"}
+    assert "s0" in moved  # from the middle to the end F's job left
+    use = [0] * n
+    for s, d, g in [(*moved.get(j, (placed[j].start_slot, 4)), jobs[j].gpus) for j in placed if j not in taken] + [
+        (*brought["s1"], 4)
+    ]:
+        for k in range(s, s + d):
+            use[k] += g
+    assert max(use) <= 4
+
+
+def test_repair_lets_a_whole_job_in_when_that_brings_every_tenant_closer_to_its_share():
+    """F holds the whole pool (96 GPU-h) against a share of 60; S's one job is 48 GPU-h against a share of 36. F
+    giving up only its 36 above the share leaves no room; giving up 48 (12 below its share) lets S's job in, and no
+    tenant ends further than 12 GPU-h from its share instead of 36."""
+    import time
+
+    from optimizer.swap import repair
+
+    n = 12
+    flood_jobs = [job(f"f{i}", gpus=1, dur=6, n_slots=n, tenant="F") for i in range(16)]
+    big = job("s0", gpus=8, dur=6, n_slots=n, tenant="S")
+    pb = problem([region("X", [50.0] * n, gpus=8, budget_kw=1000.0)], [*flood_jobs, big])
+    blind = solve(dataclasses.replace(pb, jobs=tuple(flood_jobs), fairness=Fairness(enabled=False)), PARAMS)
+    assert planned_by(blind, "f") == 16
+    work = {j.job_id: j.gpus * 6.0 for j in pb.jobs}
+    fixed = repair(pb, _left_out(pb, blind, ["s0"]), {"F": 60.0, "S": 36.0}, {"F": 96.0, "S": 0.0}, work,
+                   tenant_levels(pb), until=time.perf_counter() + 5.0)
+    assert fixed is not None and check_plan(pb, fixed).ok
+    assert planned_by(fixed, "s") == 1 and planned_by(fixed, "f") == 8
