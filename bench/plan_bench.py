@@ -205,7 +205,12 @@ def per_seed(args, hardware, seeds: list[int]) -> dict:
 def _params(args, limit: float) -> SolveParams:
     """The planner's parameters for a run of ``limit`` seconds."""
     return SolveParams(
-        limit, args.workers, args.seed, rins=not args.no_rins, capacity_blocks=not args.no_blocks
+        limit,
+        args.workers,
+        args.seed,
+        rins=not args.no_rins,
+        capacity_blocks=not args.no_blocks,
+        coarse_share=0.0 if args.no_coarse else SolveParams().coarse_share,
     )
 
 
@@ -260,6 +265,7 @@ def scale(args, hardware) -> dict:
             "checked": report.ok,
             "phases": dict(plan.stats.phases),
             "unplanned_reasons": _count(plan),
+            "notes": list(plan.stats.notes),
         }
         rows.append(row)
         print(
@@ -445,6 +451,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-blocks",
         action="store_true",
         help="a capacity row per slot in the LP bound and the ascent (SolveParams.capacity_blocks=False)",
+    )
+    ap.add_argument(
+        "--no-coarse",
+        action="store_true",
+        help="no hourly plan as a start on finer grids (SolveParams.coarse_share=0)",
     )
     ap.add_argument(
         "--load-hog",

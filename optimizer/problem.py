@@ -362,6 +362,10 @@ class SolveParams:
     capacity_blocks : bool
         Price the GPU and power rows of an hour as one in the LP bound and the subgradient ascent where the
         curves are held over the hour (``optimizer.blocks``; False: a row per slot).
+    coarse_share : float
+        On a grid finer than an hour, share of the time left after the first plan in which the same jobs are planned
+        on whole hours on the second worker, that plan then a start of the fine search (``optimizer.coarse``; 0
+        turns it off) [-].
     """
 
     time_limit_s: float = 10.0
@@ -375,6 +379,7 @@ class SolveParams:
     max_master_jobs: int = 20_000
     rins: bool = True
     capacity_blocks: bool = True
+    coarse_share: float = 0.55
 
 
 def durations_from_throughput(
