@@ -32,7 +32,7 @@ from bench.plan_workload import (
 )
 from optimizer.bound import Multipliers, evaluate, subgradient
 from optimizer.candidates import Candidates, place_fast
-from optimizer.coarse import ASCENT_SHARE, coarse_problem, lift_prices
+from optimizer.coarse import coarse_problem, lift_prices
 from optimizer.heuristic import greedy_order, penalised_objective
 from optimizer.tables import build_tables
 
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--coarse-share",
         type=float,
-        default=ASCENT_SHARE / 0.3,
+        default=0.5,
         help="share of the budget on the hourly grid",
     )
     ap.add_argument("--json", action="store_true")

@@ -211,6 +211,7 @@ def _params(args, limit: float) -> SolveParams:
         rins=not args.no_rins,
         capacity_blocks=not args.no_blocks,
         coarse_share=0.0 if args.no_coarse else SolveParams().coarse_share,
+        coarse_plan_share=args.coarse_plan,
     )
 
 
@@ -455,7 +456,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-coarse",
         action="store_true",
-        help="no hourly plan as a start on finer grids (SolveParams.coarse_share=0)",
+        help="on finer grids, no ascent on whole hours first (SolveParams.coarse_share=0)",
+    )
+    ap.add_argument(
+        "--coarse-plan",
+        type=float,
+        default=0.0,
+        help="on finer grids, plan the jobs on whole hours on the second worker in this share of the time and start "
+        "the fine search from that plan (SolveParams.coarse_plan_share; 0: off)",
     )
     ap.add_argument(
         "--load-hog",

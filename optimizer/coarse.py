@@ -2,15 +2,19 @@
 
 At 15-minute slots the planner has four times the starts to search; at 10,000 jobs in 60 s its plan cost more than
 the hourly plan of the same jobs (9,475 against 9,233 EUR, docs/time-grid.md), although every hourly plan, read on
-the quarter-hours, is a 15-minute plan. Here the jobs are planned on whole hours (:func:`coarse_problem`) in a forked
-child while the fine pipeline computes its bound, and the hourly plan is read back onto the fine slots
-(:func:`lift`), completed greedily and offered to the fine run as a start: the fine plan then costs no more than it.
+the quarter-hours, is a 15-minute plan, and its ascent, pricing four times the starts a step, ended far below the
+hourly bound. Here (off the LP path) the ascent first runs on the same jobs on whole hours (:func:`coarse_problem`,
+:func:`coarse_ascent`) and the fine ascent goes on from those prices spread over the quarter-hours
+(:func:`lift_prices`). Optionally (``SolveParams.coarse_plan_share``, off by default) the hourly problem is also
+planned in a forked child and its plan read back onto the fine slots (:func:`lift`), completed greedily and offered
+to the fine run as a start, so that the fine plan costs no more than it.
 
 The hourly problem is a restriction of the fine one: each hour's capacity is the least of its slots', its prices the
 mean of its slots', a job's window the whole hours inside its own and its run times, chunk lengths and overheads
 rounded up to whole hours. A run at hour ``c`` is read as the run starting at the hour's first slot, with the job's
 own (fine) run time, so it runs inside the hourly run's slots, within the window and the capacity of every slot.
-Nothing of the coarse solve's bound is used: it bounds the hourly restriction, not the fine problem.
+Nothing of the hourly bound itself is claimed: it bounds the hourly restriction, not the fine problem; only the fine
+Lagrangian value at the spread prices is (a valid bound at any prices).
 """
 
 from __future__ import annotations
@@ -31,8 +35,6 @@ from optimizer.plan import Plan
 from optimizer.problem import Job, ObjectiveKind, Problem, Region
 from optimizer.tables import Tables, build_tables
 
-#: Share of the time left that the ascent on the hourly problem takes before the fine ascent goes on from its prices.
-ASCENT_SHARE = 0.15
 #: The hourly solve is not started with less time than this [s].
 COARSE_MIN_S = 1.0
 
@@ -209,7 +211,7 @@ def coarse_ascent(run: SolveRun) -> None:
     if params.coarse_share <= 0 or run.capped or run.lp_path:
         return
     t = time.perf_counter()
-    budget = ASCENT_SHARE * run.left()
+    budget = params.coarse_share * run.left()
     coarse = coarse_problem(run.tb.problem)
     if coarse is None:
         return
@@ -238,11 +240,11 @@ def coarse_start(run: SolveRun) -> None:
     params = run.params
     # on the LP path (up to ``max_lp_jobs``) the fine plans already cost less than the hourly ones (1,000 jobs, seeds
     # 0/1/2: 744.4 / 603.3 / 780.0 against 784.9 / 648.8 / 830.2 EUR) and the hourly solve would take CPU from the LP
-    if params.coarse_share <= 0 or params.num_workers < 2 or run.capped or run.lp_path:
+    if params.coarse_plan_share <= 0 or params.num_workers < 2 or run.capped or run.lp_path:
         return
     if run.tb.problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP:
         return
-    budget = params.coarse_share * run.left()
+    budget = params.coarse_plan_share * run.left()
     if budget < COARSE_MIN_S:
         return
     coarse = coarse_problem(run.tb.problem)
@@ -250,7 +252,7 @@ def coarse_start(run: SolveRun) -> None:
         return
     # the hourly solve may take its limit + 10 % + 0.5 s (``solve.allowed_s``): it is given what ends in ``budget``
     sub = dataclasses.replace(
-        params, time_limit_s=max(0.1, (budget - 0.5) / 1.1), num_workers=1, coarse_share=0.0
+        params, time_limit_s=max(0.1, (budget - 0.5) / 1.1), num_workers=1, coarse_plan_share=0.0
     )
     child = fork_call(lambda: solve_gridshift(coarse.problem, sub))
     if child is not None:

@@ -119,7 +119,10 @@ def test_the_hourly_plan_read_on_quarter_hours_passes_the_checker():
 def test_the_quarter_hour_plan_is_never_worse_than_the_lifted_hourly_plan():
     # the path of large instances (subgradient ascent, beyond max_lp_jobs), where the hourly plan is a start
     pb = _quarter_hours(np.random.default_rng(3), hours=24, n_jobs=40)
-    plan = solve(pb, SolveParams(time_limit_s=4.0, num_workers=2, max_lp_jobs=0, max_cpsat_jobs=0))
+    params = SolveParams(
+        time_limit_s=6.0, num_workers=2, max_lp_jobs=0, max_cpsat_jobs=0, coarse_plan_share=0.55
+    )
+    plan = solve(pb, params)
     assert check_plan(pb, plan).ok
     notes = [n for n in plan.stats.notes if n.startswith("coarse plan objective=")]
     assert notes, plan.stats.notes  # the hourly plan was offered as a start
