@@ -205,7 +205,13 @@ def per_seed(args, hardware, seeds: list[int]) -> dict:
 def _params(args, limit: float) -> SolveParams:
     """The planner's parameters for a run of ``limit`` seconds."""
     return SolveParams(
-        limit, args.workers, args.seed, rins=not args.no_rins, capacity_blocks=not args.no_blocks
+        limit,
+        args.workers,
+        args.seed,
+        rins=not args.no_rins,
+        capacity_blocks=not args.no_blocks,
+        coarse_share=0.0 if args.no_coarse else SolveParams().coarse_share,
+        coarse_plan_share=args.coarse_plan,
     )
 
 
@@ -260,6 +266,7 @@ def scale(args, hardware) -> dict:
             "checked": report.ok,
             "phases": dict(plan.stats.phases),
             "unplanned_reasons": _count(plan),
+            "notes": list(plan.stats.notes),
         }
         rows.append(row)
         print(
@@ -445,6 +452,18 @@ def main(argv: list[str] | None = None) -> int:
         "--no-blocks",
         action="store_true",
         help="a capacity row per slot in the LP bound and the ascent (SolveParams.capacity_blocks=False)",
+    )
+    ap.add_argument(
+        "--no-coarse",
+        action="store_true",
+        help="on finer grids, no ascent on whole hours first (SolveParams.coarse_share=0)",
+    )
+    ap.add_argument(
+        "--coarse-plan",
+        type=float,
+        default=0.0,
+        help="on finer grids, plan the jobs on whole hours on the second worker in this share of the time and start "
+        "the fine search from that plan (SolveParams.coarse_plan_share; 0: off)",
     )
     ap.add_argument(
         "--load-hog",

@@ -120,6 +120,7 @@ def lagrangian(run: SolveRun) -> None:
         run.upper,
         max_iter=300,
         time_limit_s=max(0.05, SHARE["lagrangian"] * run.left()),
+        start=run.m,  # zero, or the hourly ascent's prices (optimizer.coarse)
         trail=trail if use_master else None,
     )
     run.lower = max(run.lower, lower)

@@ -198,6 +198,7 @@ class SolveRun:
     status: PlanStatus = PlanStatus.FEASIBLE
     cp_status: str = ""
     n_options: int = 0
+    coarse: Any = None  # the hourly solve on the second worker (``optimizer.coarse.Pending``)
 
     def left(self) -> float:
         """Time left [s]."""

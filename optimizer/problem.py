@@ -362,6 +362,14 @@ class SolveParams:
     capacity_blocks : bool
         Price the GPU and power rows of an hour as one in the LP bound and the subgradient ascent where the
         curves are held over the hour (``optimizer.blocks``; False: a row per slot).
+    coarse_share : float
+        Off the LP path on a grid finer than an hour, share of the time left at the start that the subgradient
+        ascent takes on the same jobs on whole hours before the fine ascent goes on from its prices
+        (``optimizer.coarse``; 0 turns it off) [-].
+    coarse_plan_share : float
+        Share of the time left in which the same jobs are planned on whole hours on the second worker, that plan then
+        a start of the fine search (0, the default, turns it off: on the loaded 2-core development machine it took
+        CPU from the ascent and the search and its plan was not kept) [-].
     """
 
     time_limit_s: float = 10.0
@@ -375,6 +383,8 @@ class SolveParams:
     max_master_jobs: int = 20_000
     rins: bool = True
     capacity_blocks: bool = True
+    coarse_share: float = 0.15
+    coarse_plan_share: float = 0.0
 
 
 def durations_from_throughput(

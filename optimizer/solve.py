@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from optimizer import fairness
+from optimizer import coarse, fairness
 from optimizer import phases_bound as bound_phases
 from optimizer import phases_search as search_phases
 from optimizer.assemble import assemble_plan, choice_of
@@ -59,10 +59,13 @@ from optimizer.tables import Tables, build_tables
 
 #: The phases after the greedy plan, in order; each decides from the run's state whether it applies.
 PIPELINE: tuple[Phase, ...] = (
+    coarse.coarse_ascent,
+    coarse.coarse_start,
     bound_phases.lp_colgen,
     bound_phases.lp_dive,
     bound_phases.lp_lagrangian,
     bound_phases.lagrangian,
+    coarse.coarse_collect,
     search_phases.priced_placements,
     bound_phases.bound_worker,
     search_phases.eject_left_out,
@@ -80,7 +83,9 @@ PIPELINE: tuple[Phase, ...] = (
     bound_phases.collect_ascent,
 )
 #: Phases that run even when the time is up: they read the bound so far and collect the second worker's results.
-CLOSING: frozenset[Phase] = frozenset({bound_phases.cpsat, search_phases.rins_collect, bound_phases.collect_ascent})
+CLOSING: frozenset[Phase] = frozenset(
+    {coarse.coarse_collect, bound_phases.cpsat, search_phases.rins_collect, bound_phases.collect_ascent}
+)
 #: Share of the allowed time (the limit + 10 % + 0.5 s) the tables and the first plan may take; the jobs beyond
 #: what fits in it (latest deadlines first) are left out as ``not_solved`` without being examined.
 FIRST_PLAN_SHARE = 0.6
