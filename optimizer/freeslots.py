@@ -56,8 +56,9 @@ def take(problem: Problem, fleet: Fleet, a: Assignment, job: Job, sign: int) -> 
         fleet.kw[a.region][c.start_slot : c.end_slot] += sign * kw
 
 
-def options(problem: Problem, job: Job) -> list[tuple[str, str, int]]:
-    """(region, hardware, run slots) where ``job`` may run: allowed, with a duration and enough memory."""
+def options(problem: Problem, job: Job, *, fits_window: bool = True) -> list[tuple[str, str, int]]:
+    """(region, hardware, run slots) where ``job`` may run: allowed, with a duration and enough memory, and (with
+    ``fits_window``) a run that fits between its release and its deadline inside the horizon."""
     memory = {h.name: h.memory_gb for h in problem.hardware}
     out = []
     for r in problem.regions:
@@ -68,7 +69,7 @@ def options(problem: Problem, job: Job) -> list[tuple[str, str, int]]:
                 continue
             if job.allowed_hardware is not None and hw not in job.allowed_hardware:
                 continue
-            if d <= min(problem.n_slots, job.deadline_slot) - max(0, job.release_slot):
+            if not fits_window or d <= min(problem.n_slots, job.deadline_slot) - max(0, job.release_slot):
                 out.append((r.name, hw, d))
     return out
 

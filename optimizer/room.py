@@ -16,30 +16,15 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 
+from optimizer.freeslots import options
 from optimizer.plan import Assignment, Plan
 from optimizer.pools import WANTED
-from optimizer.problem import Job, Problem
+from optimizer.problem import Problem
 
 #: Starts tried per window and option: every ``duration / STARTS``-th slot (at least every slot for short jobs).
 STARTS = 6
 #: Starts tried per window at most (long windows are sampled evenly).
 WINDOW_STARTS = 16
-
-
-def _usable(problem: Problem, job: Job) -> list[tuple[str, str, int]]:
-    """(region, hardware, run slots) options of ``job``: allowed, with a duration and enough memory."""
-    memory = {h.name: h.memory_gb for h in problem.hardware}
-    out = []
-    for r in problem.regions:
-        if job.allowed_regions is not None and r.name not in job.allowed_regions:
-            continue
-        for hw, d in job.duration_slots.items():
-            if d <= 0 or memory.get(hw, -1.0) < job.memory_gb_per_gpu:
-                continue
-            if job.allowed_hardware is not None and hw not in job.allowed_hardware:
-                continue
-            out.append((r.name, hw, d))
-    return out
 
 
 def make_room(
@@ -89,7 +74,7 @@ def make_room(
         if fair[t] - now[t] < 0.5 * work[job.job_id]:
             continue  # the tenant is (nearly) at its share
         best: tuple[float, list[Assignment], tuple[str, str], int, int] | None = None
-        for rname, hw, d in _usable(problem, job):
+        for rname, hw, d in options(problem, job, fits_window=False):
             key = (rname, hw)
             spans.setdefault(key, [])
             region = regions[rname]
