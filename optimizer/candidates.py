@@ -13,6 +13,7 @@ import numpy as np
 
 from optimizer.bound import Choice, Multipliers, Option
 from optimizer.heuristic import Residual, Scanner, option_objective, penalised_objective
+from optimizer.scan import best_option
 from optimizer.tables import Tables, power_mw
 
 
@@ -125,7 +126,8 @@ def place_fast(
                 taken = True
                 break
         if not taken:
-            found = scan.best(row, res, cand.pairs(row))
+            phi = cand.pairs_row_off[row + 1]
+            found = best_option(scan, row, res, cand.pr[plo:phi], cand.ph[plo:phi])
             if found is None:
                 continue
             ch.set(row, found[2])
