@@ -237,3 +237,44 @@ def repair_left_out(
                 ch = trial
                 break
     return ch
+
+
+def fill_left_out(tb: Tables, ch: Choice, rows: np.ndarray, *, stop_at: float | None = None) -> Choice:
+    """``ch`` with each of ``rows`` that is left out placed at its best option that still fits, if any (rows in
+    order; a job placed earlier is not moved). A plan never leaves out a job that fits beside the others.
+
+    ``stop_at`` (a ``time.perf_counter()`` value) ends the pass early; ``ch`` itself is not changed.
+    """
+    out = ch.copy()
+    todo = [int(row) for row in rows if out.r[row] < 0]
+    if not todo:
+        return out
+    res = residual_of(tb, out)
+    scan = Scanner(tb)
+    for row in todo:
+        if stop_at is not None and time.perf_counter() > stop_at:
+            break
+        r, h = np.nonzero(tb.elig[row])
+        found = best_option(scan, row, res, r, h)
+        if found is not None:
+            out.set(row, found[2])
+            res.apply(tb, out, row, -1)
+    return out
+
+
+def residual_of(tb: Tables, ch: Choice) -> Residual:
+    """GPUs and power left beside the runs of ``ch`` (one pass with difference arrays, not a loop over jobs)."""
+    res = Residual(tb)
+    on = np.flatnonzero(ch.r >= 0)
+    r, h, g = ch.r[on], ch.h[on], tb.g[on]
+    p = power_mw(tb.g[on] * tb.pkw[on, h] * tb.pue[r])
+    gpu = np.zeros((tb.R, tb.H, tb.T + 1), dtype=np.int64)
+    kw = np.zeros((tb.R, tb.T + 1), dtype=np.int64)
+    for s, ln in ((ch.s1[on], ch.l1[on]), (ch.s2[on], ch.l2[on])):
+        run = ln > 0
+        for at, sign in ((s[run], 1), (s[run] + ln[run], -1)):
+            np.add.at(gpu, (r[run], h[run], at), sign * g[run])
+            np.add.at(kw, (r[run], at), sign * p[run])
+    res.gpu -= np.cumsum(gpu, axis=-1)[..., : tb.T]
+    res.kw -= np.cumsum(kw, axis=-1)[..., : tb.T]
+    return res

@@ -47,7 +47,7 @@ from optimizer import phases_bound as bound_phases
 from optimizer import phases_search as search_phases
 from optimizer.assemble import assemble_plan, choice_of
 from optimizer.bound import Choice, Multipliers, evaluate
-from optimizer.candidates import Candidates, place_fast
+from optimizer.candidates import Candidates, fill_left_out, place_fast
 from optimizer.chunking import valid_bound
 from optimizer.cpsat import build_classes
 from optimizer.grid import prefer_earliest
@@ -273,6 +273,13 @@ def finish_run(run: SolveRun, name: str) -> Plan:
     """The best plan as a ``Plan``: the bound no higher than its penalised objective, and no plan at all when none
     meets the cost cap."""
     tb, best = run.tb, run.best
+    # no job left out that fits beside the others (those the first plan never reached stay out)
+    tried = np.ones(tb.J, dtype=bool)
+    tried[run.unreached] = False
+    was = int((best.plan.r >= 0).sum())
+    filled = fill_left_out(tb, best.plan, np.flatnonzero(tried), stop_at=run.t0 + run.params.time_limit_s)
+    if best.offer(filled):
+        run.notes.append(f"filled: {int((filled.r >= 0).sum()) - was} jobs left out that fit placed at the end")
     if not best.found:
         run.notes.append("no plan found within the cost cap")
     penalised = penalised_objective(tb, best.plan)

@@ -132,3 +132,28 @@ def test_the_shared_start_windows_equal_each_jobs_own(seed):
         first = np.concatenate(([0], np.cumsum(seg.nst)[:-1]))
         alone = np.logical_or.reduceat(seg.ok, first)
         assert np.all(tb.elig[seg.job[alone], seg.r, seg.h])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_job_that_fits_beside_the_plan_is_not_left_out(seed):
+    # a plan that leaves out jobs (the first half placed only) gets every job that still fits placed, none moved,
+    # and the residual capacity it is checked against is the one job by job
+    from optimizer.candidates import fill_left_out, residual_of
+
+    tb = build_tables(_random(seed, n_jobs=60))
+    ch = place(tb, greedy_order(tb)[: tb.J // 2])
+    res = Residual(tb)
+    for row in np.flatnonzero(ch.r >= 0):
+        res.apply(tb, ch, int(row), -1)
+    fast = residual_of(tb, ch)
+    assert np.array_equal(fast.gpu, res.gpu) and np.array_equal(fast.kw, res.kw)
+    filled = fill_left_out(tb, ch, np.arange(tb.J))
+    kept = ch.r >= 0
+    for field in ("r", "h", "s1", "l1", "s2", "l2"):
+        assert np.array_equal(getattr(filled, field)[kept], getattr(ch, field)[kept])
+    assert (filled.r >= 0).sum() > kept.sum()
+    after = residual_of(tb, filled)
+    assert after.gpu.min() >= 0 and after.kw.min() >= 0
+    scan = Scanner(tb)
+    for row in np.flatnonzero(filled.r < 0):
+        assert scan.best(int(row), after) is None, row
