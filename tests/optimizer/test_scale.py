@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -157,3 +159,33 @@ def test_a_job_that_fits_beside_the_plan_is_not_left_out(seed):
     scan = Scanner(tb)
     for row in np.flatnonzero(filled.r < 0):
         assert scan.best(int(row), after) is None, row
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("priced", [False, True])
+def test_the_shared_evaluation_equals_the_plain_one(seed, priced):
+    # the first plan's Lagrangian evaluation, once per job shape, gives the same bound, options and candidates
+    from optimizer.shapes import evaluate_shared
+
+    pb = _random(seed, n_jobs=80)
+    twins = tuple(dataclasses.replace(j, job_id=j.job_id + "-twin") for j in pb.jobs[:40])  # shapes shared
+    pb = dataclasses.replace(pb, jobs=pb.jobs + twins)
+    tb = build_tables(pb)
+    m = Multipliers.zeros(tb)
+    if priced:
+        rng = np.random.default_rng(seed)
+        m.mu = rng.uniform(0, 0.05, m.mu.shape)
+        m.lam = rng.uniform(0, 0.05, m.lam.shape)
+    want_found: list = []
+    got_found: list = []
+    work: list = []
+    want = evaluate(tb, m, collect=want_found)
+    got = evaluate_shared(tb, m, collect=got_found, work=work)
+    assert got[0] == want[0]
+    assert np.array_equal(got[2], want[2])
+    for field in ("r", "h", "s1", "l1", "s2", "l2"):
+        assert np.array_equal(getattr(got[1], field), getattr(want[1], field)), field
+    for a, b in zip(got_found, want_found, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert np.array_equal(np.asarray(x), np.asarray(y))
+    assert work[0] < work[1]  # the copied jobs were not evaluated again
