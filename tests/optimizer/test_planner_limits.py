@@ -102,8 +102,9 @@ def test_jobs_that_cannot_be_examined_within_the_time_limit_are_left_out_as_not_
 
     pb = _many_jobs(10000)
     # 0.5 s allowed: 10,000 jobs' tables and greedy plan take longer anywhere (3,000 fit since the first plan's work
-    # is shared per job shape, issue 22). The tables alone may fit (0.09 s since start windows are range-minimum queries), so jobs_in_time may keep them all; the greedy plan then stops at the
-    # first plan's deadline and leaves the rest out the same way
+    # is shared per job shape, issue 22). The tables alone may fit (0.09 s since start windows are range-minimum
+    # queries), so jobs_in_time may keep them all; the greedy plan then stops at the first plan's deadline and leaves
+    # the rest out the same way
     kept = jobs_in_time(pb, 0.0)
     assert kept is None or len(kept) < 10000
     plan = solve(pb, SolveParams(time_limit_s=0.0))
