@@ -37,7 +37,12 @@ class Residual:
 
 
 class Scanner:
-    """Finds a job's best feasible option against the residual capacity."""
+    """Finds a job's best feasible option against the residual capacity.
+
+    The objective and prices of a run depend on its job only through a factor (power, GPUs), so their sums over
+    every window of a length are computed once per length and shared by every job of that length
+    (``_windows``); a job's scan is then a slice of those tables and one pass over the residual capacity.
+    """
 
     def __init__(self, tb: Tables, m: Multipliers | None = None, nu: float = 0.0) -> None:
         self.tb = tb
@@ -46,18 +51,36 @@ class Scanner:
         self.cum_bad = cumulative((~tb.valid).astype(float))
         self.cum_mu = cumulative(m.mu) if m is not None else None
         self.cum_lam = cumulative(m.lam) if m is not None else None
+        self._win: dict[int, tuple] = {}
 
-    def _score(self, row: int, rr: np.ndarray, h: int, starts: np.ndarray, length: int):
+    def _windows(self, length: int) -> tuple:
+        """Sums over the run ``s .. s + length - 1`` for every start ``s``: objective per kW ``(R, S)``, a slot
+        without valid curves ``(R, S)`` bool, power price ``(R, S)`` and GPU price ``(R, H, S)`` (None without
+        multipliers)."""
+        got = self._win.get(length)
+        if got is None:
+            n = self.tb.T + 1 - length
+            obj = self.cum_obj[:, length:] - self.cum_obj[:, :n]
+            bad = (self.cum_bad[:, length:] - self.cum_bad[:, :n]) > 0
+            mu = lam = None
+            if self.cum_mu is not None and self.cum_lam is not None:
+                mu = self.cum_mu[:, length:] - self.cum_mu[:, :n]
+                lam = self.cum_lam[:, :, length:] - self.cum_lam[:, :, :n]
+            got = self._win[length] = (obj, bad, mu, lam)
+        return got
+
+    def _score(self, row: int, rr: np.ndarray, h: int, first: int, last: int, length: int):
+        """Objective, score, invalid-curve flag ``(len(rr), last - first + 1)`` and power ``(len(rr), 1)`` [kW]
+        of the runs of ``length`` slots starting at ``first .. last``."""
         tb = self.tb
-        end = starts + length
+        obj_w, bad_w, mu_w, lam_w = self._windows(length)
         power = tb.g[row] * tb.pkw[row, h] * tb.pue[rr][:, None]
-        obj = power * (self.cum_obj[rr][:, end] - self.cum_obj[rr][:, starts])
+        obj = power * obj_w[rr, first : last + 1]
         score = obj
-        if self.cum_mu is not None and self.cum_lam is not None:
-            score = obj + power * (self.cum_mu[rr][:, end] - self.cum_mu[rr][:, starts])
-            score = score + tb.g[row] * (self.cum_lam[rr, h][:, end] - self.cum_lam[rr, h][:, starts])
-        bad = (self.cum_bad[rr][:, end] - self.cum_bad[rr][:, starts]) > 0
-        return obj, score, bad, power
+        if mu_w is not None and lam_w is not None:
+            score = obj + power * mu_w[rr, first : last + 1]
+            score = score + tb.g[row] * lam_w[rr, h, first : last + 1]
+        return obj, score, bad_w[rr, first : last + 1], power
 
     def _fits(
         self, res: Residual, row: int, rr: np.ndarray, h: int, first: int, last: int, length: int, power
@@ -97,14 +120,13 @@ class Scanner:
         rel, dl = int(tb.rel[row]), int(tb.dl[row])
         length = int(tb.dur[row, h])
         last = dl - length
-        starts = np.arange(rel, last + 1)
-        obj, score, bad, power = self._score(row, rr, h, starts, length)
+        obj, score, bad, power = self._score(row, rr, h, rel, last, length)
         ok = self._fits(res, row, rr, h, rel, last, length, power) & ~bad
         masked = np.where(ok, score, np.inf)
         k = int(np.argmin(masked))
         i, j = divmod(k, masked.shape[1])
         if np.isfinite(masked[i, j]) and (found is None or masked[i, j] < found[0]):
-            found = (float(masked[i, j]), float(obj[i, j]), Option(int(rr[i]), h, int(starts[j]), length, 0, 0))
+            found = (float(masked[i, j]), float(obj[i, j]), Option(int(rr[i]), h, rel + j, length, 0, 0))
         if tb.intr[row]:
             two = self._two_chunks(row, res, rr, h, rel, dl, length)
             if two is not None and (found is None or two[0] < found[0]):
@@ -117,15 +139,16 @@ class Scanner:
         b = length - a + int(tb.ovh[row])
         if length - a <= 0 or min(a, b) < tb.min_chunk[row] or dl - rel < a + b + 1:
             return None
-        sa = np.arange(rel, dl - b - a)  # chunk a must end at least one slot before chunk b starts
-        sb = np.arange(rel + a + 1, dl - b + 1)
-        obj_a, sc_a, bad_a, power = self._score(row, rr, h, sa, a)
-        obj_b, sc_b, bad_b, _ = self._score(row, rr, h, sb, b)
-        ok_a = self._fits(res, row, rr, h, int(sa[0]), int(sa[-1]), a, power) & ~bad_a
-        ok_b = self._fits(res, row, rr, h, int(sb[0]), int(sb[-1]), b, power) & ~bad_b
+        # chunk a starts at rel .. dl - b - a - 1 (it ends at least one slot before chunk b starts); b at
+        # rel + a + 1 .. dl - b
+        a_last, b_first, b_last = dl - b - a - 1, rel + a + 1, dl - b
+        obj_a, sc_a, bad_a, power = self._score(row, rr, h, rel, a_last, a)
+        obj_b, sc_b, bad_b, _ = self._score(row, rr, h, b_first, b_last, b)
+        ok_a = self._fits(res, row, rr, h, rel, a_last, a, power) & ~bad_a
+        ok_b = self._fits(res, row, rr, h, b_first, b_last, b, power) & ~bad_b
         ma = np.where(ok_a, sc_a, np.inf)
         mb = np.where(ok_b, sc_b, np.inf)
-        # sb[k] = sa[k] + a + 1, so chunk a at index <= k pairs with chunk b at index k
+        # chunk b's k-th start is chunk a's k-th + a + 1, so chunk a at index <= k pairs with chunk b at index k
         pref = np.minimum.accumulate(ma, axis=1)
         total = pref + mb
         k = int(np.argmin(total))
@@ -134,7 +157,7 @@ class Scanner:
             return None
         ja = int(np.argmin(ma[i, : jb + 1]))
         objective = float(obj_a[i, ja] + obj_b[i, jb])
-        return float(total[i, jb]), objective, Option(int(rr[i]), h, int(sa[ja]), a, int(sb[jb]), b)
+        return float(total[i, jb]), objective, Option(int(rr[i]), h, rel + ja, a, b_first + jb, b)
 
 
 def option_objective(
