@@ -129,16 +129,15 @@ def rins_start(run: SolveRun) -> None:
 
 def group_moves(run: SolveRun) -> None:
     """Single-job moves stall where a cheaper option is held by several jobs at once: move groups (skipped without
-    the LP where the fast moves alone fill their time, and while jobs are left out: only ``improve`` retries those,
-    and their penalty outweighs any saving here). On the LP path they also run when the fast moves did not stall,
-    with a share of the time, the rest going to ``improve``."""
+    the LP where the fast moves alone fill their time). On the LP path they also run when the fast moves did not
+    stall, with a share of the time, the rest going to ``improve``. A plan that leaves jobs out goes through them
+    too: a group move puts a job left out back at its priced best with the jobs holding those slots around it."""
     params = run.params
     if (
         run.capped
         or run.use_cpsat
         or not (run.stalled or run.lp_sol is not None)
         or params.recreate_share <= 0
-        or run.best.leaves_out
         or run.left() <= 1.0
     ):
         return
@@ -186,7 +185,6 @@ def group_moves_end(run: SolveRun) -> None:
         or run.use_cpsat
         or params.recreate_share <= 0
         or not run.best.found
-        or run.best.leaves_out
         or run.left() <= 2.0 + 2 * run.eval_s
     ):
         return
@@ -204,8 +202,8 @@ def group_moves_end(run: SolveRun) -> None:
 
 
 def improve_end(run: SolveRun) -> None:
-    """Time still left (beyond max_master_jobs the resumed ascent may not fit, and group moves wait for jobs left
-    out): more single-job moves, which retry the jobs left out first."""
+    """Time still left (beyond max_master_jobs the resumed ascent may not fit): more single-job moves, which retry
+    the jobs left out first."""
     if run.rins_child is not None or not run.best.found or run.left() <= 1.0 + run.eval_s:
         return
     cand = improve(
@@ -224,7 +222,7 @@ def rins_collect(run: SolveRun) -> None:
     best = run.best
     if _keep_mip(run, run.rins_child.result(timeout_s=max(0.0, run.left() - 0.3))):
         best.offer(improve_fast(run.tb, best.plan, run.cand_ls, time_limit_s=max(0.02, run.left() - 0.2)))
-    if run.params.recreate_share > 0 and not best.leaves_out and run.left() > 0.5:
+    if run.params.recreate_share > 0 and run.left() > 0.5:
         cand = ruin_recreate(
             run.tb,
             best.plan,

@@ -10,7 +10,10 @@ some noise, each job at its cheapest option that still fits. Two kinds of group:
 - LP-targeted (when the LP solution is given): a job whose option costs more than the cheapest LP column of
   its class, put back on one of its class's LP columns (drawn by LP mass) with the jobs holding those slots;
   the capacity prices of a degenerate LP rate many options alike and rarely pick these jobs;
-- window: the jobs running in one region during a few slots.
+- window: the jobs running in one region during a few slots;
+- left out: a job the plan leaves out, put back first at its best option at capacity prices, with the jobs
+  that hold that option's slots put back around it (the move saves its penalty; single-job moves can place
+  it only where a gap is already free).
 
 A move is accepted when it lowers the objective, or with the simulated-annealing probability
 ``exp(-increase / temperature)`` while the temperature falls linearly to zero over the time limit; the best
@@ -112,6 +115,7 @@ def ruin_recreate(
     reduced = np.zeros(tb.J)
     lp_t = _lp_targets(tb, *lp) if lp is not None else None
     excess = np.zeros(tb.J)
+    out = np.zeros(0, dtype=np.int64)
     it = 0
     while True:
         elapsed = time.perf_counter() - t0
@@ -122,8 +126,9 @@ def ruin_recreate(
             reduced = np.where(ch.r >= 0, np.maximum(priced_values(tb, ch, m) - best_priced, 0.0), 0.0)
             if lp_t is not None:
                 excess = np.where(ch.r >= 0, np.maximum(cost - lp_t[3], 0.0), 0.0)
+            out = np.flatnonzero(ch.r < 0)
         it += 1
-        free, first = _pick_group(mv, it, reduced, excess, lp, lp_t)
+        free, first = _pick_group(mv, it, reduced, excess, lp, lp_t, out)
         if not free:
             continue
         delta = _move(mv, free, first, temp)
@@ -156,13 +161,18 @@ class _Moves:
 
 
 def _pick_group(
-    mv: _Moves, it: int, reduced: np.ndarray, excess: np.ndarray, lp, lp_t
+    mv: _Moves, it: int, reduced: np.ndarray, excess: np.ndarray, lp, lp_t, out: np.ndarray
 ) -> tuple[list[int], tuple[int, Option] | None]:
-    """The jobs the next move takes out, and the job to put back first with its option (targeted moves)."""
+    """The jobs the next move takes out, and the job to put back first with its option (targeted moves).
+    ``out``: rows left out at the last refresh (one move in four goes to one of them while any is still out)."""
     tb, ch, rng = mv.tb, mv.ch, mv.rng
     target_opt: Option | None = None
     j = -1
-    if lp_t is not None and it % 4 == 1 and excess.sum() > 0:
+    still_out = out[ch.r[out] < 0] if it % 4 == 2 and len(out) else out[:0]
+    if len(still_out):
+        j = int(rng.choice(still_out))
+        target_opt = mv.target.get(j)
+    elif lp_t is not None and it % 4 == 1 and excess.sum() > 0:
         j = int(rng.choice(tb.J, p=excess / excess.sum()))
         table, mass, offsets, _ = lp_t
         c = int(lp[0][j]) if lp is not None else 0

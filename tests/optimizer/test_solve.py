@@ -344,3 +344,31 @@ def test_ruin_and_recreate_moves_a_group_where_single_job_moves_are_stuck(params
     stats = SolveStats(0.0, 3, 3, 0, "", {}, ())
     plan = assemble_plan(tb, ch, solver="t", status=Status.FEASIBLE, bound=0.0, penalised=0.0, stats=stats)
     assert check_plan(pb, plan).ok
+
+
+def test_group_moves_put_back_a_job_left_out_that_no_single_move_can_place(params):
+    from optimizer.assemble import assemble_plan
+    from optimizer.bound import Choice, Multipliers
+    from optimizer.heuristic import improve, penalised_objective
+    from optimizer.plan import PlanStatus as Status
+    from optimizer.plan import SolveStats
+    from optimizer.recreate import ruin_recreate
+    from optimizer.tables import build_tables
+
+    # 8 GPUs; slots 0-3 cheap, 4-7 dearer, 8-11 dearest. Three 4-GPU jobs fill slots 0-3 and half of 4-7, so the
+    # 8-GPU job due at slot 8 fits nowhere and no single job has a cheaper place: single-job moves leave it out (its
+    # penalty paid) until a group move puts it at 0-3 with the two jobs that held those slots moved around it
+    prices = [10.0] * 4 + [50.0] * 4 + [90.0] * 4
+    jobs = [job("big", gpus=8, dur=4, dl=8, n_slots=12)] + [job(n, gpus=4, dur=4, n_slots=12) for n in "abc"]
+    pb = problem([region("DE", prices, gpus=8)], jobs)
+    tb = build_tables(pb)
+    z = np.zeros(4, dtype=np.int64)
+    short = Choice(np.array([-1, 0, 0, 0]), z.copy(), np.array([0, 0, 0, 4]), np.array([0, 4, 4, 4]), z.copy(), z)
+    assert penalised_objective(tb, improve(tb, short, time_limit_s=1)) == penalised_objective(tb, short)
+    ch = ruin_recreate(tb, short, Multipliers.zeros(tb), time_limit_s=0.5, seed=params.random_seed)
+    assert (ch.r >= 0).all()
+    # 8 x 0.7 kW x 4 h at 10 (or 50) EUR/MWh, two 4-GPU jobs at the other of 10 and 50, one at 90; no penalty left
+    assert math.isclose(penalised_objective(tb, ch), (22.4 * 10 + 2 * 11.2 * 50 + 11.2 * 90) / 1000)
+    stats = SolveStats(0.0, 4, 4, 0, "", {}, ())
+    plan = assemble_plan(tb, ch, solver="t", status=Status.FEASIBLE, bound=0.0, penalised=0.0, stats=stats)
+    assert check_plan(pb, plan).ok
