@@ -44,3 +44,18 @@ def test_hourly_columns_are_fine_runs_and_lead_the_fine_lp_to_the_same_optimum()
     assert value <= bound + 1e-9 <= plan.objective + 1e-6
     assert scratch_bound <= plan.objective + 1e-6
 
+
+
+def test_the_planner_with_the_hourly_lp_first_gives_a_checked_plan_and_a_valid_bound():
+    pb = _quarter_hours(np.random.default_rng(3), hours=16, n_jobs=24, start=START + timedelta(minutes=30))
+    # CP-SAT off, so that the bound reported is the LP's (the fine column generation started from hourly columns)
+    params = SolveParams(time_limit_s=3.0, num_workers=1, max_cpsat_jobs=0, coarse_lp_share=0.3)
+    plan = solve(pb, params)
+    assert check_plan(pb, plan).ok and not plan.unplanned
+    assert plan.stats is not None and any(n.startswith("coarse lp:") for n in plan.stats.notes)
+    # the bound is no higher than the exact LP optimum of the fine problem (column generation from scratch)
+    tb = build_tables(pb)
+    cls, rep, counts = build_classes(tb)
+    _, _, exact = column_generation(tb, cls, rep, counts, [], time_limit_s=30.0)
+    assert exact["converged"]
+    assert plan.best_bound is not None and plan.best_bound <= exact["lp_value"] + 1e-6 <= plan.objective + 1e-6
