@@ -212,6 +212,7 @@ def _params(args, limit: float) -> SolveParams:
         capacity_blocks=not args.no_blocks,
         coarse_share=0.0 if args.no_coarse else SolveParams().coarse_share,
         coarse_plan_share=args.coarse_plan,
+        coarse_lp_share=args.coarse_lp,
     )
 
 
@@ -464,6 +465,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="on finer grids, plan the jobs on whole hours on the second worker in this share of the time and start "
         "the fine search from that plan (SolveParams.coarse_plan_share; 0: off)",
+    )
+    ap.add_argument(
+        "--coarse-lp",
+        type=float,
+        default=0.0,
+        help="on finer grids, on the LP path, run the hourly LP first for this share of the LP's time and start the "
+        "fine LP from its columns (SolveParams.coarse_lp_share; 0: off)",
     )
     ap.add_argument(
         "--load-hog",

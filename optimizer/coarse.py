@@ -148,13 +148,13 @@ def lift(tb: Tables, coarse: Coarse, plan: Plan) -> Choice:
             l1 = min(k * c[0].length_slots, dur + ovh - min_chunk)
             if l1 >= min_chunk:
                 opt = Option(r, h, s1, l1, first + k * c[1].start_slot, dur + ovh - l1)
-        if opt is not None and _inside(tb, row, opt) and fits_option(tb, res, row, opt):
+        if opt is not None and inside(tb, row, opt) and fits_option(tb, res, row, opt):
             ch.set(row, opt)
             res.apply(tb, ch, row, -1)
     return ch
 
 
-def _inside(tb: Tables, row: int, opt: Option) -> bool:
+def inside(tb: Tables, row: int, opt: Option) -> bool:
     """Whether ``opt`` runs inside ``row``'s window, on slots where it may run, its chunks in order."""
     r, _, s1, l1, s2, l2 = opt
     end = s2 + l2 if l2 else s1 + l1

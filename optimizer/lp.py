@@ -279,6 +279,8 @@ def column_generation(
     per_class: int = 4,
     rel_tol: float = 3e-5,
     keep_master: bool = False,
+    columns: tuple[Choice, np.ndarray] | None = None,
+    start: tuple[float, Multipliers] | None = None,
 ) -> tuple[float, Multipliers, dict]:
     """Lower bound and capacity prices from the LP of the aggregated model.
 
@@ -301,6 +303,10 @@ def column_generation(
     keep_master : bool
         Return the restricted master LP itself as ``info["master"]`` (the dive of ``optimizer.dive`` goes on from
         its last basis).
+    columns : tuple of (Choice, numpy.ndarray) or None
+        More first columns: options and the job row of each (``optimizer.coarse_lp``: the hourly LP's).
+    start : tuple of (float, Multipliers) or None
+        A valid bound known before the first round and its prices (kept unless a round does better).
 
     Returns
     -------
@@ -316,7 +322,9 @@ def column_generation(
     split_rows = rep[tb.intr[rep] & (tb.max_chunks[rep] <= 2)]
     for seed in seeds:
         master.add(seed, np.arange(tb.J))
-    best, best_m = -np.inf, Multipliers.zeros(tb)
+    if columns is not None:
+        master.add_options(columns[0], np.arange(len(columns[1])), columns[1])
+    best, best_m = (-np.inf, Multipliers.zeros(tb)) if start is None else start
     info: dict[str, Any] = {"rounds": 0, "columns": 0, "lp_value": None, "converged": False, "primal": None}
     trace: list[tuple[float, float]] = []
     info["trace"] = trace

@@ -370,6 +370,10 @@ class SolveParams:
         Share of the time left in which the same jobs are planned on whole hours on the second worker, that plan then
         a start of the fine search (0, the default, turns it off: on the loaded 2-core development machine it took
         CPU from the ascent and the search and its plan was not kept) [-].
+    coarse_lp_share : float
+        On the LP path on a grid finer than an hour, share of the LP's time in which the hourly LP of the same jobs
+        runs first, its columns and duals read on the fine slots starting the fine LP (``optimizer.coarse_lp``; 0,
+        the default, turns it off: no net gain measured on the development machine) [-].
     """
 
     time_limit_s: float = 10.0
@@ -385,6 +389,7 @@ class SolveParams:
     capacity_blocks: bool = True
     coarse_share: float = 0.15
     coarse_plan_share: float = 0.0
+    coarse_lp_share: float = 0.0
 
 
 def durations_from_throughput(

@@ -1,0 +1,102 @@
+"""Does the hourly LP's start make the 15-minute LP converge sooner? (issue 27, ``optimizer.coarse_lp``)
+
+Runs the column generation of the 15-minute LP (capacity blocks, as the planner does) on the bench workload twice for
+the same wall time: from the planner's first columns only, and from the hourly LP's columns and duals first
+(``--coarse-share`` of the time, tables and lifting included). Prints each one's rounds, convergence, restricted LP
+value and valid bound:
+
+    python bench/coarse_lp_probe.py --jobs 1000 --seed 0 --budget 6 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from bench.plan_bench import make_objective
+from bench.plan_workload import (
+    CATALOG,
+    DEFAULT_DATA,
+    build_problem,
+    generate,
+    hardware_from_dicts,
+    read_curves,
+    start_of,
+    window,
+)
+from optimizer.coarse_lp import coarse_columns
+from optimizer.cpsat import build_classes
+from optimizer.lp import column_generation
+from optimizer.tables import build_tables
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(DEFAULT_DATA), help="harmonized data folder")
+    ap.add_argument("--regions", default="DE,FR,ES,FI,PL")
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start", default="2022-03-01")
+    ap.add_argument("--days", type=int, default=4)
+    ap.add_argument("--slot-minutes", type=int, default=15, choices=[5, 10, 15, 20, 30])
+    ap.add_argument("--budget", type=float, default=6.0, help="wall time of each LP [s]")
+    ap.add_argument("--coarse-share", type=float, default=0.3, help="share of the budget for the hourly LP")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    regions = [r.strip() for r in args.regions.split(",") if r.strip()]
+    if not Path(args.data).exists():
+        ap.error(f"data folder {args.data} not found (set --data or GRIDSHIFT_SHARED_DATA)")
+    curves = read_curves(Path(args.data), regions, year=int(args.start[:4]))
+    start = start_of(args.start)
+    price, carbon = window(curves, start, args.days * 24, "realised")
+    problem = build_problem(
+        generate(args.jobs, regions, args.seed),
+        hardware_from_dicts(CATALOG),
+        price,
+        carbon,
+        start,
+        make_objective("cost", 0.0, None),
+        slot_minutes=args.slot_minutes,
+    )
+    tb = build_tables(problem)
+    cls, rep, counts = build_classes(tb)
+    rows = {}
+    for name in ("fine only", "hourly first"):
+        t0 = time.perf_counter()
+        extra: dict = {}
+        kw: dict = {}
+        if name == "hourly first":
+            got = coarse_columns(tb, cls, rep, time_limit_s=args.coarse_share * args.budget)
+            if got is not None:
+                ch, job_rows, value, m, extra = got
+                kw = {"columns": (ch, job_rows), "start": (value, m)}
+                extra["start_bound"] = value
+                extra["hourly_s"] = round(time.perf_counter() - t0, 2)
+        bound, _, info = column_generation(
+            tb, cls, rep, counts, [], time_limit_s=args.budget - (time.perf_counter() - t0), **kw
+        )
+        rows[name] = {
+            "rounds": info["rounds"],
+            "converged": bool(info["converged"]),
+            "wall_s": round(time.perf_counter() - t0, 2),
+            "lp_value": info["lp_value"],
+            "bound": bound,
+            "trace": info["trace"],
+            **extra,
+        }
+    print(f"{'LP':<13} {'rounds':>7} {'conv':>5} {'wall s':>7} {'LP value':>12} {'bound':>12}")
+    for name, r in rows.items():
+        print(
+            f"{name:<13} {r['rounds']:>7} {r['converged']!s:>5} {r['wall_s']:>7.2f} "
+            f"{r['lp_value'] or float('nan'):>12.3f} {r['bound']:>12.3f}"
+        )
+    if args.json:
+        print(json.dumps({"jobs": args.jobs, "seed": args.seed, "budget_s": args.budget, "lp": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
