@@ -114,7 +114,7 @@ def test_first_job_runs_to_success(demo_server: tuple[str, Settings], tmp_path: 
                                .order_by(Assignment.id.desc()))  # fmt: skip
         assert start is not None
         start = start.replace(tzinfo=UTC)
-        # Planned for this hour, or for the next one when submitted in an hour's last 2 minutes (README says why).
+        # A minute of work due at the end of this quarter-hour (the next one near its end): it starts now (README).
         assert start <= datetime.now(UTC) + timedelta(minutes=3)
         time.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds() - settings.dispatch_interval_s + 1))
         batch_jobs = [session.get(Job, i) for i in batch["job_ids"]]
