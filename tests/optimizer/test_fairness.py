@@ -333,3 +333,26 @@ def test_repair_moves_a_job_to_another_hardware_type_by_taking_over_share_work_o
     assert fixed is not None and check_plan(pb, fixed).ok
     where = {a.job_id: a.hardware for a in fixed.assignments}
     assert where == {"s0": "H100", "m0": "L40S"}
+
+
+def test_repair_lets_a_short_tenants_small_job_give_way_to_its_big_one():
+    """4 H100 for 8 hours: S's 1-GPU job and F's three run the whole horizon; S's 4-GPU job waits, S is 24 GPU-h
+    below its share. S's small job finds no other place: it gives way (S gains 32 GPU-h for 8), F's jobs go, and
+    the largest gap from a share falls from 24 to 8."""
+    import time
+
+    from optimizer.swap import repair
+
+    n = 8
+    f_jobs = [job(f"f{i}", gpus=1, dur=8, n_slots=n, tenant="F") for i in range(3)]
+    s1 = job("s1", gpus=1, dur=8, n_slots=n, tenant="S")
+    s0 = job("s0", gpus=4, dur=8, n_slots=n, tenant="S")
+    pb = problem([region("X", [50.0] * n, gpus=4, budget_kw=1000.0)], [*f_jobs, s1, s0])
+    blind = solve(dataclasses.replace(pb, jobs=(*f_jobs, s1), fairness=Fairness(enabled=False)), PARAMS)
+    assert len(blind.assignments) == 4
+    work = {j.job_id: j.gpus * 8.0 for j in pb.jobs}
+    fixed = repair(pb, _left_out(pb, blind, ["s0"]), {"F": 8.0, "S": 32.0}, {"F": 24.0, "S": 8.0}, work,
+                   tenant_levels(pb), until=time.perf_counter() + 5.0)
+    assert fixed is not None and check_plan(pb, fixed).ok
+    assert [a.job_id for a in fixed.assignments] == ["s0"]
+    assert {u.job_id for u in fixed.unplanned} == {"f0", "f1", "f2", "s1"}
