@@ -83,10 +83,16 @@ def room_for(
     by_region: dict[str, list[Assignment]] = defaultdict(list)
     for a in placed.values():
         by_region[a.region].append(a)
+    # per region: each run's first and last slot, and whether it is one chunk (its overlap is then arithmetic)
     spans = {
-        r: (np.array([min(c.start_slot for c in a.chunks) for a in al]), np.array([max(c.end_slot for c in a.chunks) for a in al]))
+        r: (
+            np.array([min(c.start_slot for c in a.chunks) for a in al]),
+            np.array([max(c.end_slot for c in a.chunks) for a in al]),
+            np.array([len(a.chunks) == 1 for a in al]),
+        )
         for r, al in by_region.items()
     }
+    none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
     for rname, hw, d in options(problem, job):
         reg = problem.region(rname)
         free = fleet.gpus.get((rname, hw))
@@ -95,10 +101,11 @@ def room_for(
         kw = run_kw(problem, job, rname, hw)
         lo, hi = max(0, job.release_slot), min(problem.n_slots, job.deadline_slot) - d
         cost = run_objective(problem, job, rname, hw, d)
+        held = np.array([reg.gpus_at(hw, k) for k in range(problem.n_slots)])
         for s in range(lo, hi + 1, max(1, d // STARTS, (hi - lo) // WINDOW_STARTS)):
             if not math.isfinite(cost[s]):
                 continue
-            if any(job.gpus > reg.gpus_at(hw, k) for k in range(s, s + d)):
+            if held[s : s + d].min() < job.gpus:
                 continue
             lack_g = job.gpus - free[s : s + d]
             lack_kw = kw - fleet.kw[rname][s : s + d]
@@ -106,25 +113,31 @@ def room_for(
             move: list[str] = []
             given: dict[str, float] = defaultdict(float)
             if lack_g.max() > 0 or lack_kw.max() > 1e-9:
-                first, last = spans.get(rname, (np.zeros(0), np.zeros(0)))
+                first, last, single = spans.get(rname, none)
                 near = np.flatnonzero((first < s + d) & (last > s))
-                cands = [a for a in (by_region[rname][i] for i in near) if _overlap(a, s, s + d) > 0]
-                cands.sort(
-                    key=lambda a: (
-                        a.hardware != hw,
-                        removable.get(tenant[a.job_id], 0.0) < work[a.job_id] - EPS,
-                        -_overlap(a, s, s + d),
-                    )
-                )
+                over = np.minimum(last[near], s + d) - np.maximum(first[near], s)
+                ranked = []
+                for i, o in zip(near.tolist(), over.tolist(), strict=True):
+                    a = by_region[rname][i]
+                    if not single[i]:
+                        o = _overlap(a, s, s + d)
+                    if o > 0:
+                        keep = removable.get(tenant[a.job_id], 0.0) < work[a.job_id] - EPS
+                        ranked.append(((a.hardware != hw, keep, -o), a))
+                ranked.sort(key=lambda r: r[0])
+                cands = [a for _, a in ranked]
                 lack_g = lack_g.copy()
                 lack_kw = lack_kw.copy()
                 for a in cands:
-                    if lack_g.max() <= 0 and lack_kw.max() <= 1e-9:
+                    short_g = lack_g.max() > 0
+                    if not short_g and lack_kw.max() <= 1e-9:
                         break
+                    same = a.hardware == hw
+                    if short_g and not same:
+                        break  # the jobs of this type come first: the others free power, never GPUs of this type
                     mask = np.zeros(d, dtype=bool)
                     for c in a.chunks:
                         mask[max(c.start_slot, s) - s : max(0, min(c.end_slot, s + d) - s)] = True
-                    same = a.hardware == hw
                     if not ((same and (mask & (lack_g > 0)).any()) or (mask & (lack_kw > 1e-9)).any()):
                         continue
                     other = jobs[a.job_id]

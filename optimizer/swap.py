@@ -39,7 +39,7 @@ from optimizer.repack import repack_pool
 
 #: Share of the repair's time for the holes made by taking jobs out (fast when they exist); the rest packs pools
 #: again (``optimizer.repack``), which also finds the holes that need jobs moved.
-HOLES_SHARE = 0.3
+HOLES_SHARE = 0.5
 #: Pools packed again per repair, those where the most short tenants' work waits (the time is shared among them).
 POOLS = 4
 #: How far below its share a tenant may go to let a short tenant's whole job in, as a share of what that tenant
@@ -136,6 +136,7 @@ def repair(
     until: float,
     seed: int = 0,
     pools: int = POOLS,
+    failed: set[str] | None = None,
 ) -> Plan | None:
     """``plan`` with jobs of tenants below their ``fair`` share [GPU-h] placed in holes made by taking out jobs of
     tenants above theirs (never below it), then every job left out put back where it fits; None when nothing moved.
@@ -158,6 +159,9 @@ def repair(
         Seed of the pools' CP-SAT models.
     pools : int
         Pools packed again at most (those where the most short tenants' work waits).
+    failed : set[str], optional
+        Jobs for which an earlier repair found no hole: tried after the others, so that one job no hole fits does
+        not take every round's time; the jobs that find none here are added.
     """
     jobs = {j.job_id: j for j in problem.jobs}
     tenant = {j.job_id: j.tenant for j in problem.jobs}
@@ -168,6 +172,7 @@ def repair(
     left = {u.job_id for u in plan.unplanned if u.reason in WANTED and u.job_id in jobs}
     moved = False
     tried: set[str] = set()
+    failed = set() if failed is None else failed
     holes_until = time.perf_counter() + HOLES_SHARE * max(0.0, until - time.perf_counter())
     while time.perf_counter() < holes_until:
         short = sorted((t for t in fair if fair[t] - now[t] > EPS), key=lambda t: now[t] - fair[t])
@@ -177,7 +182,7 @@ def repair(
                 for t in short
                 for j in sorted(
                     (j for j in left if tenant[j] == t and j not in tried),
-                    key=lambda j: (-levels[j], work[j]),
+                    key=lambda j: (j in failed, -levels[j], work[j]),
                 )
                 if fair[t] - now[t] >= 0.5 * work[j]  # placing it brings the tenant closer to its share
             ),
@@ -193,6 +198,7 @@ def repair(
         removable = {t: max(0.0, now[t] - fair[t]) + below if now[t] >= fair[t] - EPS else 0.0 for t in fair}
         found = room_for(problem, fleet, job, placed, jobs, removable, work, tenant, until=holes_until)
         if found is None:
+            failed.add(job.job_id)
             continue
         for j in (*found.out, *(m.job_id for m in found.moves)):
             take(problem, fleet, placed[j], jobs[j], +1)
