@@ -356,3 +356,23 @@ def test_repair_lets_a_short_tenants_small_job_give_way_to_its_big_one():
     assert fixed is not None and check_plan(pb, fixed).ok
     assert [a.job_id for a in fixed.assignments] == ["s0"]
     assert {u.job_id for u in fixed.unplanned} == {"f0", "f1", "f2", "s1"}
+
+
+def test_repair_remembers_a_job_no_hole_fits_so_later_rounds_try_the_others_first():
+    """M (at its share) fills the only pool for the whole horizon and can go nowhere else: S's job gets no hole.
+    The repair says so in ``failed``, which the fair stage passes to its next round (that job is tried last)."""
+    import time
+
+    from optimizer.swap import repair
+
+    n = 8
+    m_jobs = [job(f"m{i}", gpus=2, dur=8, n_slots=n, tenant="M") for i in range(2)]
+    s0 = job("s0", gpus=2, dur=8, n_slots=n, tenant="S")
+    pb = problem([region("X", [50.0] * n, gpus=4, budget_kw=1000.0)], [*m_jobs, s0])
+    blind = solve(dataclasses.replace(pb, jobs=tuple(m_jobs), fairness=Fairness(enabled=False)), PARAMS)
+    failed: set[str] = set()
+    fixed = repair(pb, _left_out(pb, blind, ["s0"]), {"M": 32.0, "S": 16.0}, {"M": 32.0, "S": 0.0},
+                   {j.job_id: 16.0 for j in pb.jobs}, tenant_levels(pb), until=time.perf_counter() + 5.0,
+                   failed=failed)
+    assert fixed is None
+    assert failed == {"s0"}
