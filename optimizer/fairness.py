@@ -312,6 +312,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
         # the short tenants' jobs placed directly in holes made for them, what is left out put back where it fits
         stop = end + REPAIR_SHARE * params.time_limit_s
         wide, last = 0, None
+        no_hole: set[str] = set()  # jobs no hole was found for: later rounds try the others first
         for _ in range(REPAIR_ROUNDS):
             most = max(sum(work[a.job_id] for a in p.assignments) for p in candidates)
             best = min(candidates, key=lambda p: rank(p, most))
@@ -322,7 +323,7 @@ def solve_fair(problem: Problem, params: SolveParams | None, inner: Inner, *, na
             # half the time left per round (the first has the most to repair), all of it once widened
             until = began + (0.5 if wide == 0 else 1.0) * max(0.0, stop - began)
             fixed = repair(problem, best, got.fair, got.planned, work, levels, until=until,
-                           seed=params.random_seed, pools=POOLS << wide)
+                           seed=params.random_seed, pools=POOLS << wide, failed=no_hole)
             phases["repair"] = round(phases.get("repair", 0.0) + time.perf_counter() - began, 4)
             last = best
             if fixed is not None:

@@ -5,12 +5,11 @@ The fair stage's fills hand the jobs taken out to the pipeline and hope that it 
 limit it often does not, and the short tenants' big jobs (8 GPUs for 17 hours) stay out while the capacity freed for
 them goes back to small jobs, or to nobody. Here the placement is made directly, with the same rules as
 ``optimizer.check``: for each job left out of a tenant below its fair share (the tenant furthest below first, its
-own priority order next), every region and hardware type it may use and a sample of starts in its window are tried;
-the over-share tenants' jobs running there are taken out (those overlapping the window most first, never a tenant
-below its share) until the job's GPUs and power are free for its whole run; the window that takes out the least
-work, then costs least, wins, and the job is placed there in one run. Then every job left out (the short tenants'
-first, then by each tenant's own priority) goes, in one run, to the start of least objective where GPUs and power
-are free: the work taken out is put back where it fits, and no capacity freed is left empty.
+own priority order next), the cheapest hole is made for it (``optimizer.holes``: over-share work taken out, other
+jobs moved elsewhere, to another hardware type or region where over-share work gives way if no place is free), and
+the job is placed there in one run. Then every job left out (the short tenants' first, then by each tenant's own
+priority) goes, in one run, to the start of least objective where GPUs and power are free: the work taken out is put
+back where it fits, and no capacity freed is left empty.
 
 Pure arithmetic over per-slot arrays; no solve. The caller measures the fair shares of the result and keeps the
 better plan (``optimizer.fairness``).
@@ -19,12 +18,8 @@ better plan (``optimizer.fairness``).
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
-from collections import defaultdict
 from collections.abc import Mapping
-
-import numpy as np
 
 from optimizer.budgets import totals_plan
 from optimizer.freeslots import (
@@ -34,144 +29,22 @@ from optimizer.freeslots import (
     options,
     place,
     run_at,
-    run_kw,
-    run_objective,
     take,
 )
+from optimizer.holes import EPS, room_for
 from optimizer.plan import Assignment, Plan, PlanStatus, Unplanned, UnplannedReason
 from optimizer.pools import WANTED
 from optimizer.problem import Job, Problem
 from optimizer.repack import repack_pool
 
-#: Starts tried per option of a short tenant's job: every ``duration / STARTS``-th slot at least.
-STARTS = 8
-#: Starts tried per option at most (long windows are sampled evenly).
-WINDOW_STARTS = 24
 #: Share of the repair's time for the holes made by taking jobs out (fast when they exist); the rest packs pools
 #: again (``optimizer.repack``), which also finds the holes that need jobs moved.
-HOLES_SHARE = 0.3
+HOLES_SHARE = 0.5
 #: Pools packed again per repair, those where the most short tenants' work waits (the time is shared among them).
 POOLS = 4
 #: How far below its share a tenant may go to let a short tenant's whole job in, as a share of what that tenant
 #: lacks (under 1: the largest difference from a share only shrinks).
 BELOW = 0.75
-#: Shortfall [GPU-h] below which a tenant counts as served (rounding).
-EPS = 1e-6
-
-
-def _overlap(a: Assignment, s: int, e: int) -> int:
-    return sum(max(0, min(c.end_slot, e) - max(c.start_slot, s)) for c in a.chunks)
-
-
-#: Holes whose moves are tried, cheapest first, per short tenant's job (each a copy of the fleet and a few placements).
-VERIFY = 6
-#: A GPU-hour moved elsewhere counts this much against a hole (a move may fail; the work taken out is only lost if
-#: no place is found for it later).
-MOVE_WEIGHT = 0.25
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Hole:
-    """A place for a short tenant's job: the jobs taken out (their tenants stay at their shares), the jobs moved
-    elsewhere (their new runs), and the job's run."""
-
-    lost: float
-    out: tuple[str, ...]
-    moves: tuple[Assignment, ...]
-    run: Assignment
-
-
-def _room_for(
-    problem: Problem,
-    fleet: Fleet,
-    job: Job,
-    placed: Mapping[str, Assignment],
-    jobs: Mapping[str, Job],
-    removable: Mapping[str, float],
-    work: Mapping[str, float],
-    tenant: Mapping[str, str],
-) -> _Hole | None:
-    """The cheapest hole for ``job`` (None when none can be made). In a region, hardware type and start, the jobs
-    running there are taken out, those overlapping the run most first, until the job's GPUs and power are free for
-    its whole run: a job of a tenant that may give up its work (``removable`` [GPU-h] per tenant: what it has above
-    its share) is taken out, any other is moved to the best place left for it. The holes are ranked by the work
-    taken out plus ``MOVE_WEIGHT`` times the work moved, then by the objective; the first whose moves all find a
-    place wins."""
-    holes: list[tuple[float, float, list[str], list[str], str, str, int, int]] = []
-    by_region: dict[str, list[Assignment]] = defaultdict(list)
-    for a in placed.values():
-        by_region[a.region].append(a)
-    for rname, hw, d in options(problem, job):
-        reg = problem.region(rname)
-        free = fleet.gpus.get((rname, hw))
-        if free is None:
-            continue
-        kw = run_kw(problem, job, rname, hw)
-        lo, hi = max(0, job.release_slot), min(problem.n_slots, job.deadline_slot) - d
-        cost = run_objective(problem, job, rname, hw, d)
-        for s in range(lo, hi + 1, max(1, d // STARTS, (hi - lo) // WINDOW_STARTS)):
-            if not math.isfinite(cost[s]):
-                continue
-            if any(job.gpus > reg.gpus_at(hw, k) for k in range(s, s + d)):
-                continue
-            lack_g = job.gpus - free[s : s + d]
-            lack_kw = kw - fleet.kw[rname][s : s + d]
-            out: list[str] = []
-            move: list[str] = []
-            given: dict[str, float] = defaultdict(float)
-            if lack_g.max() > 0 or lack_kw.max() > 1e-9:
-                cands = [a for a in by_region[rname] if _overlap(a, s, s + d) > 0]
-                cands.sort(
-                    key=lambda a: (
-                        a.hardware != hw,
-                        removable.get(tenant[a.job_id], 0.0) < work[a.job_id] - EPS,
-                        -_overlap(a, s, s + d),
-                    )
-                )
-                lack_g = lack_g.copy()
-                lack_kw = lack_kw.copy()
-                for a in cands:
-                    if lack_g.max() <= 0 and lack_kw.max() <= 1e-9:
-                        break
-                    mask = np.zeros(d, dtype=bool)
-                    for c in a.chunks:
-                        mask[max(c.start_slot, s) - s : max(0, min(c.end_slot, s + d) - s)] = True
-                    same = a.hardware == hw
-                    if not ((same and (mask & (lack_g > 0)).any()) or (mask & (lack_kw > 1e-9)).any()):
-                        continue
-                    other = jobs[a.job_id]
-                    if same:
-                        lack_g[mask] -= other.gpus
-                    lack_kw[mask] -= run_kw(problem, other, a.region, a.hardware)
-                    o = tenant[a.job_id]
-                    if given[o] + work[a.job_id] <= removable.get(o, 0.0) + EPS:
-                        out.append(a.job_id)
-                        given[o] += work[a.job_id]
-                    else:
-                        move.append(a.job_id)
-                if lack_g.max() > 0 or lack_kw.max() > 1e-9:
-                    continue
-            score = sum(given.values()) + MOVE_WEIGHT * sum(work[j] for j in move)
-            holes.append((score, float(cost[s]), out, move, rname, hw, s, d))
-    holes.sort(key=lambda h: (h[0], h[1]))
-    for _score, _, out, move, rname, hw, s, d in holes[:VERIFY]:
-        run = run_at(problem, job, rname, hw, s, d)
-        if not move:
-            return _Hole(sum(work[j] for j in out), tuple(out), (), run)
-        trial = copy_fleet(fleet)
-        for j in (*out, *move):
-            take(problem, trial, placed[j], jobs[j], +1)
-        take(problem, trial, run, job, -1)
-        moves = []
-        for j in sorted(move, key=lambda j: -work[j]):
-            there = place(problem, trial, jobs[j])
-            if there is None:
-                break
-            take(problem, trial, there, jobs[j], -1)
-            moves.append(there)
-        else:
-            return _Hole(sum(work[j] for j in out), tuple(out), tuple(moves), run)
-    return None
 
 
 def _repack(
@@ -263,6 +136,7 @@ def repair(
     until: float,
     seed: int = 0,
     pools: int = POOLS,
+    failed: set[str] | None = None,
 ) -> Plan | None:
     """``plan`` with jobs of tenants below their ``fair`` share [GPU-h] placed in holes made by taking out jobs of
     tenants above theirs (never below it), then every job left out put back where it fits; None when nothing moved.
@@ -285,6 +159,9 @@ def repair(
         Seed of the pools' CP-SAT models.
     pools : int
         Pools packed again at most (those where the most short tenants' work waits).
+    failed : set[str], optional
+        Jobs for which an earlier repair found no hole: tried after the others, so that one job no hole fits does
+        not take every round's time; the jobs that find none here are added.
     """
     jobs = {j.job_id: j for j in problem.jobs}
     tenant = {j.job_id: j.tenant for j in problem.jobs}
@@ -295,6 +172,7 @@ def repair(
     left = {u.job_id for u in plan.unplanned if u.reason in WANTED and u.job_id in jobs}
     moved = False
     tried: set[str] = set()
+    failed = set() if failed is None else failed
     holes_until = time.perf_counter() + HOLES_SHARE * max(0.0, until - time.perf_counter())
     while time.perf_counter() < holes_until:
         short = sorted((t for t in fair if fair[t] - now[t] > EPS), key=lambda t: now[t] - fair[t])
@@ -304,7 +182,7 @@ def repair(
                 for t in short
                 for j in sorted(
                     (j for j in left if tenant[j] == t and j not in tried),
-                    key=lambda j: (-levels[j], work[j]),
+                    key=lambda j: (j in failed, -levels[j], work[j]),
                 )
                 if fair[t] - now[t] >= 0.5 * work[j]  # placing it brings the tenant closer to its share
             ),
@@ -318,8 +196,9 @@ def repair(
         gap = fair[job.tenant] - now[job.tenant]
         below = BELOW * gap
         removable = {t: max(0.0, now[t] - fair[t]) + below if now[t] >= fair[t] - EPS else 0.0 for t in fair}
-        found = _room_for(problem, fleet, job, placed, jobs, removable, work, tenant)
+        found = room_for(problem, fleet, job, placed, jobs, removable, work, tenant, until=holes_until)
         if found is None:
+            failed.add(job.job_id)
             continue
         for j in (*found.out, *(m.job_id for m in found.moves)):
             take(problem, fleet, placed[j], jobs[j], +1)

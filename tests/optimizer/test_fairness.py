@@ -309,3 +309,70 @@ def test_repair_lets_a_whole_job_in_when_that_brings_every_tenant_closer_to_its_
                    tenant_levels(pb), until=time.perf_counter() + 5.0)
     assert fixed is not None and check_plan(pb, fixed).ok
     assert planned_by(fixed, "s") == 1 and planned_by(fixed, "f") == 8
+
+
+def test_repair_moves_a_job_to_another_hardware_type_by_taking_over_share_work_out_there():
+    """S's job needs all 4 H100 for the whole horizon, where M's job (at its share) runs; M's job may also run on
+    L40S, which F's 1-GPU jobs fill (F 16 GPU-h above its share). No free place takes M's job, so it moves only if
+    F's jobs on L40S go: then S's job runs, M keeps its share, and the largest gap from a share falls from 32 to 16."""
+    import time
+
+    from optimizer.swap import repair
+
+    n = 8
+    f_jobs = [job(f"f{i}", gpus=1, dur={"L40S": 8}, n_slots=n, tenant="F") for i in range(4)]
+    m0 = job("m0", gpus=4, dur={"H100": 8, "L40S": 8}, n_slots=n, tenant="M")
+    s0 = job("s0", gpus=4, dur=8, n_slots=n, tenant="S")
+    pb = problem([region("X", [50.0] * n, gpus={"H100": 4, "L40S": 4}, budget_kw=1000.0)], [*f_jobs, m0, s0],
+                 hardware=(H100, L40S))
+    blind = solve(dataclasses.replace(pb, jobs=(*f_jobs, m0), fairness=Fairness(enabled=False)), PARAMS)
+    assert {a.job_id: a.hardware for a in blind.assignments}["m0"] == "H100"
+    work = {j.job_id: j.gpus * 8.0 for j in pb.jobs}
+    fixed = repair(pb, _left_out(pb, blind, ["s0"]), {"F": 16.0, "M": 32.0, "S": 32.0},
+                   {"F": 32.0, "M": 32.0, "S": 0.0}, work, tenant_levels(pb), until=time.perf_counter() + 5.0)
+    assert fixed is not None and check_plan(pb, fixed).ok
+    where = {a.job_id: a.hardware for a in fixed.assignments}
+    assert where == {"s0": "H100", "m0": "L40S"}
+
+
+def test_repair_lets_a_short_tenants_small_job_give_way_to_its_big_one():
+    """4 H100 for 8 hours: S's 1-GPU job and F's three run the whole horizon; S's 4-GPU job waits, S is 24 GPU-h
+    below its share. S's small job finds no other place: it gives way (S gains 32 GPU-h for 8), F's jobs go, and
+    the largest gap from a share falls from 24 to 8."""
+    import time
+
+    from optimizer.swap import repair
+
+    n = 8
+    f_jobs = [job(f"f{i}", gpus=1, dur=8, n_slots=n, tenant="F") for i in range(3)]
+    s1 = job("s1", gpus=1, dur=8, n_slots=n, tenant="S")
+    s0 = job("s0", gpus=4, dur=8, n_slots=n, tenant="S")
+    pb = problem([region("X", [50.0] * n, gpus=4, budget_kw=1000.0)], [*f_jobs, s1, s0])
+    blind = solve(dataclasses.replace(pb, jobs=(*f_jobs, s1), fairness=Fairness(enabled=False)), PARAMS)
+    assert len(blind.assignments) == 4
+    work = {j.job_id: j.gpus * 8.0 for j in pb.jobs}
+    fixed = repair(pb, _left_out(pb, blind, ["s0"]), {"F": 8.0, "S": 32.0}, {"F": 24.0, "S": 8.0}, work,
+                   tenant_levels(pb), until=time.perf_counter() + 5.0)
+    assert fixed is not None and check_plan(pb, fixed).ok
+    assert [a.job_id for a in fixed.assignments] == ["s0"]
+    assert {u.job_id for u in fixed.unplanned} == {"f0", "f1", "f2", "s1"}
+
+
+def test_repair_remembers_a_job_no_hole_fits_so_later_rounds_try_the_others_first():
+    """M (at its share) fills the only pool for the whole horizon and can go nowhere else: S's job gets no hole.
+    The repair says so in ``failed``, which the fair stage passes to its next round (that job is tried last)."""
+    import time
+
+    from optimizer.swap import repair
+
+    n = 8
+    m_jobs = [job(f"m{i}", gpus=2, dur=8, n_slots=n, tenant="M") for i in range(2)]
+    s0 = job("s0", gpus=2, dur=8, n_slots=n, tenant="S")
+    pb = problem([region("X", [50.0] * n, gpus=4, budget_kw=1000.0)], [*m_jobs, s0])
+    blind = solve(dataclasses.replace(pb, jobs=tuple(m_jobs), fairness=Fairness(enabled=False)), PARAMS)
+    failed: set[str] = set()
+    fixed = repair(pb, _left_out(pb, blind, ["s0"]), {"M": 32.0, "S": 16.0}, {"M": 32.0, "S": 0.0},
+                   {j.job_id: 16.0 for j in pb.jobs}, tenant_levels(pb), until=time.perf_counter() + 5.0,
+                   failed=failed)
+    assert fixed is None
+    assert failed == {"s0"}
