@@ -20,16 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.plan_bench import make_objective
-from bench.plan_workload import (
-    CATALOG,
-    DEFAULT_DATA,
-    build_problem,
-    generate,
-    hardware_from_dicts,
-    read_curves,
-    start_of,
-    window,
-)
+from bench.plan_workload import add_workload_args, workload_problem
 from optimizer.bound import Multipliers, evaluate, subgradient
 from optimizer.candidates import Candidates, place_fast
 from optimizer.coarse import coarse_problem, lift_prices
@@ -39,12 +30,7 @@ from optimizer.tables import build_tables
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(DEFAULT_DATA), help="harmonized data folder")
-    ap.add_argument("--regions", default="DE,FR,ES,FI,PL")
-    ap.add_argument("--jobs", type=int, default=10000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--start", default="2022-03-01")
-    ap.add_argument("--days", type=int, default=4)
+    add_workload_args(ap, jobs=10000)
     ap.add_argument(
         "--budget", type=float, default=20.0, help="wall time of each ascent, hourly part included [s]"
     )
@@ -56,21 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    regions = [r.strip() for r in args.regions.split(",") if r.strip()]
-    if not Path(args.data).exists():
-        ap.error(f"data folder {args.data} not found (set --data or GRIDSHIFT_SHARED_DATA)")
-    curves = read_curves(Path(args.data), regions, year=int(args.start[:4]))
-    start = start_of(args.start)
-    price, carbon = window(curves, start, args.days * 24, "realised")
-    problem = build_problem(
-        generate(args.jobs, regions, args.seed),
-        hardware_from_dicts(CATALOG),
-        price,
-        carbon,
-        start,
-        make_objective("cost", 0.0, None),
-        slot_minutes=15,
-    )
+    problem = workload_problem(args, make_objective("cost", 0.0, None), slot_minutes=15)
     tb = build_tables(problem)
     found: list = []
     zero_value = float(evaluate(tb, Multipliers.zeros(tb), collect=found)[0])

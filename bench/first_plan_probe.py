@@ -19,41 +19,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.plan_bench import make_objective
-from bench.plan_workload import (
-    CATALOG,
-    DEFAULT_DATA,
-    build_problem,
-    generate,
-    hardware_from_dicts,
-    read_curves,
-    start_of,
-    window,
-)
+from bench.plan_workload import add_workload_args, workload_problem
 from optimizer.solve import SolveParams, start_run
 from optimizer.tables import build_tables
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=100_000)
+    add_workload_args(ap, jobs=100_000)
     ap.add_argument(
         "--limit", type=float, default=300.0, help="time limit [s] (the first plan stops at 60 %% of it)"
     )
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data", default=str(DEFAULT_DATA))
     args = ap.parse_args()
-    regions = ["DE", "FR", "ES", "FI", "PL"]
-    curves = read_curves(Path(args.data), regions, year=2022)
-    start = start_of("2022-03-01")
-    price, carbon = window(curves, start, 96, "realised")
-    pb = build_problem(
-        generate(args.jobs, regions, args.seed),
-        hardware_from_dicts(CATALOG),
-        price,
-        carbon,
-        start,
-        make_objective("cost", 100.0),
-    )
+    pb = workload_problem(args, make_objective("cost", 100.0))
     c0, w0 = time.process_time(), time.perf_counter()
     tb = build_tables(pb)
     c1, w1 = time.process_time(), time.perf_counter()

@@ -17,19 +17,9 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from bench.plan_bench import make_objective
-from bench.plan_workload import (
-    CATALOG,
-    DEFAULT_DATA,
-    build_problem,
-    generate,
-    hardware_from_dicts,
-    read_curves,
-    start_of,
-    window,
-)
+from bench.plan_workload import add_workload_args, workload_problem
 from optimizer.cpsat import build_classes
 from optimizer.lp import column_generation
 from optimizer.tables import build_tables
@@ -37,31 +27,11 @@ from optimizer.tables import build_tables
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(DEFAULT_DATA), help="harmonized data folder")
-    ap.add_argument("--regions", default="DE,FR,ES,FI,PL")
-    ap.add_argument("--jobs", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--start", default="2022-03-01")
-    ap.add_argument("--days", type=int, default=4)
-    ap.add_argument("--slot-minutes", type=int, default=15, choices=[5, 10, 15, 20, 30])
+    add_workload_args(ap, jobs=1000, slot_minutes=True)
     ap.add_argument("--time-limit", type=float, default=60.0, help="per LP [s]")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    regions = [r.strip() for r in args.regions.split(",") if r.strip()]
-    if not Path(args.data).exists():
-        ap.error(f"data folder {args.data} not found (set --data or GRIDSHIFT_SHARED_DATA)")
-    curves = read_curves(Path(args.data), regions, year=int(args.start[:4]))
-    start = start_of(args.start)
-    price, carbon = window(curves, start, args.days * 24, "realised")
-    problem = build_problem(
-        generate(args.jobs, regions, args.seed),
-        hardware_from_dicts(CATALOG),
-        price,
-        carbon,
-        start,
-        make_objective("cost", 0.0, None),
-        slot_minutes=args.slot_minutes,
-    )
+    problem = workload_problem(args, make_objective("cost", 0.0, None))
     tb = build_tables(problem)
     cls, rep, counts = build_classes(tb)
     blocks = tb.blocks

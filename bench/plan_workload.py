@@ -301,3 +301,27 @@ def with_curves(problem: Problem, price: pd.DataFrame, carbon: pd.DataFrame) -> 
 def start_of(day: str) -> datetime:
     """Aware UTC datetime of a ``YYYY-MM-DD`` string."""
     return datetime.fromisoformat(day).replace(tzinfo=UTC)
+
+
+def add_workload_args(ap, *, jobs: int, slot_minutes: bool = False) -> None:
+    """The workload options the planner probes share (data, regions, jobs, seed, start, days[, slot minutes])."""
+    ap.add_argument("--data", default=str(DEFAULT_DATA), help="harmonized data folder")
+    ap.add_argument("--regions", default="DE,FR,ES,FI,PL")
+    ap.add_argument("--jobs", type=int, default=jobs)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start", default="2022-03-01")
+    ap.add_argument("--days", type=int, default=4)
+    if slot_minutes:
+        ap.add_argument("--slot-minutes", type=int, default=15, choices=[5, 10, 15, 20, 30])
+
+
+def workload_problem(args, objective: Objective, slot_minutes: int = 60) -> Problem:
+    """The seeded workload of :func:`add_workload_args`'s options on the realised curves, as one Problem."""
+    regions = [r.strip() for r in args.regions.split(",") if r.strip()]
+    if not Path(args.data).exists():
+        raise SystemExit(f"data folder {args.data} not found (set --data or GRIDSHIFT_SHARED_DATA)")
+    curves = read_curves(Path(args.data), regions, year=int(args.start[:4]))
+    start = start_of(args.start)
+    price, carbon = window(curves, start, args.days * 24, "realised")
+    return build_problem(generate(args.jobs, regions, args.seed), hardware_from_dicts(CATALOG), price, carbon, start,
+                         objective, slot_minutes=getattr(args, "slot_minutes", slot_minutes))
