@@ -131,7 +131,11 @@ def test_requests_during_a_restart_get_503_and_succeed_after_it_without_a_worker
         assert problem["status"] == 503 and "Traceback" not in body.decode()
 
     private_pg.start()
-    after = [get(port, path, token)[0] for _ in range(WORKERS + 10)]
+    # Which worker takes a request is the kernel's choice (one may serve every request in a row), so a worker's one
+    # failed request may come late; what holds is: at most one 503 per worker, then only successes.
+    after: list[int] = []
+    while len(after) < 4 * WORKERS + 20 and after[-10:] != [200] * 10:
+        after.append(get(port, path, token)[0])
     assert set(after) <= {200, 503}, after
     assert after.count(503) <= WORKERS, after  # at most one per worker's pool
     assert after[-10:] == [200] * 10, after
