@@ -23,6 +23,7 @@ import numpy as np
 
 from optimizer.blocks import block_mean, block_sum, spread
 from optimizer.problem import ObjectiveKind
+from optimizer.shapes import share_shapes
 from optimizer.tables import Tables
 from optimizer.windows import Segments
 
@@ -105,7 +106,11 @@ def _expanded(tb: Tables, seg: Segments):
     end = start + seg.length[si]
     kw = tb.g[rows] * tb.pkw[rows, seg.h] * tb.pue[seg.r]
     out = (si, start, offsets, end, kw, tb.g[rows].astype(float))
-    if sum(len(s.ok) for s in tb.contig) + sum(len(a.ok) + len(b.ok) for a, b in tb.halves) <= CACHE_LIMIT:
+    shared = tb.shared
+    total = shared.starts if shared is not None else sum(len(s.ok) for s in tb.contig) + sum(
+        len(a.ok) + len(b.ok) for a, b in tb.halves
+    )
+    if total <= CACHE_LIMIT:
         seg.cache = out
     return out
 
@@ -178,6 +183,9 @@ def two_chunk_argmin(tb: Tables, seg_a: Segments, seg_b: Segments, cum_a: np.nda
 def evaluate(tb: Tables, m: Multipliers, collect: list | None = None):
     """Lagrangian value and each job's priced best option.
 
+    Each job shape of a segment is evaluated once and its answer copied to its jobs (``optimizer.shapes``; the
+    shapes are found at the first call and kept in ``tb.shared``).
+
     ``collect``, when given, receives each (region, hardware) pair's best option per job as arrays
     ``(rows, r, h, s1, l1, s2, l2, value)`` (column generation adds several columns per round from them).
 
@@ -187,14 +195,17 @@ def evaluate(tb: Tables, m: Multipliers, collect: list | None = None):
         ``(L, choice, best)``: the bound [objective units], the chosen options (``r == -1``: left out)
         and each job's priced value.
     """
+    shared = share_shapes(tb)
     w = tb.weights(m.nu)
     cum_a = cumulative(tb.slot_h * w + m.mu)
     cum_l = cumulative(m.lam)
     best = tb.penalty.astype(float).copy()
     ch = Choice.empty(tb.J)
-    for seg in tb.contig:
-        si, start, offsets, value = segment_values(tb, seg, cum_a, cum_l)
+    for seg, (unit, inv) in zip(tb.contig, shared.contig, strict=True):
+        si, start, offsets, value = segment_values(tb, unit, cum_a, cum_l)
         seg_min, arg = segment_argmin(si, start, offsets, value)
+        if unit is not seg:
+            seg_min, arg = seg_min[inv], arg[inv]
         if collect is not None:
             z = np.zeros(len(arg), dtype=np.int64)
             collect.append((seg.job, seg.r + z, seg.h + z, arg, seg.length, z, z, seg_min))
@@ -208,8 +219,10 @@ def evaluate(tb: Tables, m: Multipliers, collect: list | None = None):
             seg.length[better],
             0,
         )
-    for seg_a, seg_b in tb.halves:
-        total, s1, s2 = two_chunk_argmin(tb, seg_a, seg_b, cum_a, cum_l)
+    for (seg_a, seg_b), (unit_a, unit_b, inv) in zip(tb.halves, shared.halves, strict=True):
+        total, s1, s2 = two_chunk_argmin(tb, unit_a, unit_b, cum_a, cum_l)
+        if unit_a is not seg_a:
+            total, s1, s2 = total[inv], s1[inv], s2[inv]
         if collect is not None:
             z = np.zeros(len(total), dtype=np.int64)
             collect.append((seg_a.job, seg_a.r + z, seg_a.h + z, s1, seg_a.length, s2, seg_b.length, total))

@@ -1,19 +1,23 @@
-"""The Lagrangian evaluation with jobs of one shape evaluated once (the first plan's candidates at 100,000 jobs).
+"""Jobs of one shape evaluated once: the Lagrangian evaluation prices one job per shape of each segment.
 
 Within a (region, hardware) segment a start's priced value depends on its job only through the job's GPUs, power,
-run length and start window; at 100,000 bench jobs a segment holds about 2.6 jobs per such shape.
-:func:`evaluate_shared` evaluates each shape once with :mod:`optimizer.bound`'s own functions and copies the answer
-to its jobs: the same bound, choice, values and collected options as :func:`optimizer.bound.evaluate`.
+run length and start window; at 100,000 bench jobs a segment holds about 2.6 jobs per such shape, at 10,000 about
+2.2. :func:`share_shapes` finds the shapes once per ``Tables`` (they do not change with the prices) and
+:func:`optimizer.bound.evaluate` then evaluates each shape once and copies the answer to its jobs: the same bound,
+choice, values and collected options as evaluating every job, for fewer starts priced in every iteration of the
+subgradient ascent, the LP's pricing and the priced placements.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from optimizer.bound import Choice, Multipliers, cumulative, segment_argmin, segment_values, two_chunk_argmin
-from optimizer.problem import ObjectiveKind
 from optimizer.tables import Tables
-from optimizer.windows import Segments
+from optimizer.windows import Segments, SharedSegments
+
+# a segment whose shapes hold more than this share of its starts is evaluated job by job (the copying would cost
+# more than the starts it saves)
+MAX_SHARED_SHARE = 0.9
 
 
 def _shape_of(tb: Tables, seg: Segments, *more: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -39,56 +43,34 @@ def _unique(seg: Segments, first: np.ndarray) -> Segments:
     return Segments(seg.r, seg.h, seg.job[first], seg.length[first], seg.rel[first], nst, seg.ok[at])
 
 
-def evaluate_shared(tb: Tables, m: Multipliers, collect: list | None = None, work: list | None = None):
-    """:func:`optimizer.bound.evaluate`, each job shape of a segment evaluated once (same results).
+def _identity(seg: Segments) -> np.ndarray:
+    return np.arange(len(seg.job))
 
-    ``work``, when given, receives the starts evaluated and the starts of every job (their ratio turns this
-    evaluation's time into an estimate of a plain one, which the later phases time themselves by).
+
+def share_shapes(tb: Tables) -> SharedSegments:
+    """The segments of ``tb`` with one job per shape, built once and kept in ``tb.shared``.
+
+    A segment whose shapes save less than ``1 - MAX_SHARED_SHARE`` of its starts is kept whole (its ``inv`` is
+    the identity).
     """
-    done = every = 0
-    w = tb.weights(m.nu)
-    cum_a = cumulative(tb.slot_h * w + m.mu)
-    cum_l = cumulative(m.lam)
-    best = tb.penalty.astype(float).copy()
-    ch = Choice.empty(tb.J)
+    if tb.shared is not None:
+        return tb.shared
+    contig: list[tuple[Segments, np.ndarray]] = []
+    halves: list[tuple[Segments, Segments, np.ndarray]] = []
+    starts = every = 0
     for seg in tb.contig:
         inv, first = _shape_of(tb, seg)
-        shared = _unique(seg, first)
-        done, every = done + len(shared.ok), every + len(seg.ok)
-        si, start, offsets, value = segment_values(tb, shared, cum_a, cum_l)
-        u_min, u_arg = segment_argmin(si, start, offsets, value)
-        seg_min, arg = u_min[inv], u_arg[inv]
-        if collect is not None:
-            z = np.zeros(len(arg), dtype=np.int64)
-            collect.append((seg.job, seg.r + z, seg.h + z, arg, seg.length, z, z, seg_min))
-        better = seg_min < best[seg.job]
-        rows = seg.job[better]
-        best[rows] = seg_min[better]
-        ch.r[rows], ch.h[rows], ch.s1[rows], ch.l1[rows], ch.l2[rows] = (
-            seg.r,
-            seg.h,
-            arg[better],
-            seg.length[better],
-            0,
-        )
+        unit = _unique(seg, first)
+        if len(unit.ok) > MAX_SHARED_SHARE * len(seg.ok):
+            unit, inv = seg, _identity(seg)
+        contig.append((unit, inv))
+        starts, every = starts + len(unit.ok), every + len(seg.ok)
     for seg_a, seg_b in tb.halves:
         inv, first = _shape_of(tb, seg_a, seg_b.length, seg_b.rel)
-        shared_a, shared_b = _unique(seg_a, first), _unique(seg_b, first)
-        done, every = done + 2 * len(shared_a.ok), every + 2 * len(seg_a.ok)
-        u_total, u_s1, u_s2 = two_chunk_argmin(tb, shared_a, shared_b, cum_a, cum_l)
-        total, s1, s2 = u_total[inv], u_s1[inv], u_s2[inv]
-        if collect is not None:
-            z = np.zeros(len(total), dtype=np.int64)
-            collect.append((seg_a.job, seg_a.r + z, seg_a.h + z, s1, seg_a.length, s2, seg_b.length, total))
-        better = total < best[seg_a.job]
-        rows = seg_a.job[better]
-        best[rows] = total[better]
-        ch.r[rows], ch.h[rows] = seg_a.r, seg_a.h
-        ch.s1[rows], ch.l1[rows] = s1[better], seg_a.length[better]
-        ch.s2[rows], ch.l2[rows] = s2[better], seg_b.length[better]
-    if work is not None:
-        work.extend((done, every))
-    value = float(best.sum() - (m.lam * tb.cap).sum() - (m.mu * tb.kw_cap).sum())
-    if tb.problem.objective.kind is ObjectiveKind.CARBON_WITH_COST_CAP:
-        value -= m.nu * float(tb.problem.objective.cost_cap or 0.0)
-    return value, ch, best
+        unit_a, unit_b = _unique(seg_a, first), _unique(seg_b, first)
+        if len(unit_a.ok) > MAX_SHARED_SHARE * len(seg_a.ok):
+            unit_a, unit_b, inv = seg_a, seg_b, _identity(seg_a)
+        halves.append((unit_a, unit_b, inv))
+        starts, every = starts + 2 * len(unit_a.ok), every + 2 * len(seg_a.ok)
+    tb.shared = SharedSegments(contig, halves, starts, every)
+    return tb.shared

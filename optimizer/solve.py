@@ -46,7 +46,7 @@ from optimizer import coarse, fairness
 from optimizer import phases_bound as bound_phases
 from optimizer import phases_search as search_phases
 from optimizer.assemble import assemble_plan, choice_of
-from optimizer.bound import Choice, Multipliers
+from optimizer.bound import Choice, Multipliers, evaluate
 from optimizer.candidates import Candidates, fill_left_out, place_fast
 from optimizer.chunking import valid_bound
 from optimizer.cpsat import build_classes
@@ -55,7 +55,6 @@ from optimizer.heuristic import greedy_order, penalised_objective, place, size_o
 from optimizer.pipeline import CHUNK_BOUND_S_PER_PAIR, SHARE, Incumbent, Phase, SolveRun, cap_ok
 from optimizer.plan import Plan, PlanStatus, SolveStats, Unplanned, UnplannedReason
 from optimizer.problem import Objective, ObjectiveKind, Problem, SolveParams
-from optimizer.shapes import evaluate_shared
 from optimizer.tables import Tables, build_tables
 
 #: The phases after the greedy plan, in order; each decides from the run's state whether it applies.
@@ -228,11 +227,10 @@ def start_run(tb: Tables, params: SolveParams, t0: float, t: float, phases: dict
     order = greedy_order(tb)
     found0: list = []
     eval_t0 = time.perf_counter()
-    work: list[int] = []
-    # a bound whatever comes after
-    floor, ch0, _ = evaluate_shared(tb, Multipliers.zeros(tb), collect=found0, work=work)
-    # the later phases time themselves by one plain evaluation: this one's time scaled to every job's starts
-    eval_s = (time.perf_counter() - eval_t0) * work[1] / max(1, work[0])
+    # a bound whatever comes after (each job shape evaluated once, ``optimizer.shapes``: so are all later ones)
+    floor, ch0, _ = evaluate(tb, Multipliers.zeros(tb), collect=found0)
+    # the later phases time themselves by one evaluation (this first one also finds the shapes: a little more)
+    eval_s = time.perf_counter() - eval_t0
     cand0 = Candidates(tb, found0)
     # the first plan stops at its deadline; the jobs it did not reach are not examined (left out as not_solved)
     reached: list[int] = []

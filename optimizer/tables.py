@@ -17,7 +17,7 @@ from optimizer.blocks import hour_blocks, is_fine
 from optimizer.plan import Unplanned, UnplannedReason
 from optimizer.problem import ObjectiveKind, Problem
 from optimizer.splits import best_two_chunks
-from optimizer.windows import Curves, JobArrays, Segments, curves_of, restrict, start_windows
+from optimizer.windows import Curves, JobArrays, Segments, SharedSegments, curves_of, restrict, start_windows
 
 BIG = 1e12  # stand-in for +inf in cumulative sums (NaN-free arithmetic)
 
@@ -59,6 +59,9 @@ class Tables:
     # start slot of each capacity block the LP bound and the ascent price as one (``optimizer.blocks``);
     # None: every slot its own block
     blocks: np.ndarray | None = None
+    # the segments with one job per shape, which the Lagrangian evaluation prices instead (``optimizer.shapes``);
+    # None: not built yet
+    shared: SharedSegments | None = None
 
     @property
     def J(self) -> int:

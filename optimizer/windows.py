@@ -40,6 +40,20 @@ class Segments:
         return seg, start, offsets
 
 
+@dataclass(slots=True)
+class SharedSegments:
+    """The segments of a ``Tables`` with one job per shape (see :mod:`optimizer.shapes`).
+
+    ``contig[k] = (unit, inv)``: ``unit`` holds one job of each shape of ``tables.contig[k]`` and job ``i`` of that
+    segment has the values of ``unit``'s job ``inv[i]``; ``halves[k] = (unit_a, unit_b, inv)`` likewise.
+    """
+
+    contig: list[tuple[Segments, np.ndarray]]
+    halves: list[tuple[Segments, Segments, np.ndarray]]
+    starts: int  # starts of the unit segments (what an evaluation prices)
+    every: int  # starts of every job
+
+
 # most first-chunk lengths modelled per interruptible job: the half, then lengths spread over the allowed range.
 # One: four (half, shortest, longest and one between) doubled the Lagrangian evaluation at 1,000 bench jobs (202
 # interruptible) and the plan in 10 s came out worse (seed 0: 798.7 against 784.3, gap 2.8 % against 1.0 %);

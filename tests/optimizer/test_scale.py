@@ -13,6 +13,7 @@ from optimizer.candidates import Candidates, place_fast
 from optimizer.heuristic import Residual, Scanner, greedy_order, place
 from optimizer.scan import best_option
 from optimizer.tables import build_tables
+from optimizer.windows import SharedSegments
 from tests.optimizer.conftest import H100, L40S, problem, region
 
 
@@ -161,16 +162,22 @@ def test_a_job_that_fits_beside_the_plan_is_not_left_out(seed):
         assert scan.best(int(row), after) is None, row
 
 
+def _job_by_job(tb) -> None:
+    """Make ``evaluate`` price every job of ``tb`` (each segment its own unit)."""
+    contig = [(seg, np.arange(len(seg.job))) for seg in tb.contig]
+    halves = [(a, b, np.arange(len(a.job))) for a, b in tb.halves]
+    tb.shared = SharedSegments(contig, halves, 0, 0)
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("priced", [False, True])
 def test_the_shared_evaluation_equals_the_plain_one(seed, priced):
-    # the first plan's Lagrangian evaluation, once per job shape, gives the same bound, options and candidates
-    from optimizer.shapes import evaluate_shared
-
+    # the Lagrangian evaluation, once per job shape, gives the same bound, options and candidates as job by job
     pb = _random(seed, n_jobs=80)
     twins = tuple(dataclasses.replace(j, job_id=j.job_id + "-twin") for j in pb.jobs[:40])  # shapes shared
     pb = dataclasses.replace(pb, jobs=pb.jobs + twins)
-    tb = build_tables(pb)
+    plain, tb = build_tables(pb), build_tables(pb)
+    _job_by_job(plain)
     m = Multipliers.zeros(tb)
     if priced:
         rng = np.random.default_rng(seed)
@@ -178,9 +185,8 @@ def test_the_shared_evaluation_equals_the_plain_one(seed, priced):
         m.lam = rng.uniform(0, 0.05, m.lam.shape)
     want_found: list = []
     got_found: list = []
-    work: list = []
-    want = evaluate(tb, m, collect=want_found)
-    got = evaluate_shared(tb, m, collect=got_found, work=work)
+    want = evaluate(plain, m, collect=want_found)
+    got = evaluate(tb, m, collect=got_found)
     assert got[0] == want[0]
     assert np.array_equal(got[2], want[2])
     for field in ("r", "h", "s1", "l1", "s2", "l2"):
@@ -188,4 +194,4 @@ def test_the_shared_evaluation_equals_the_plain_one(seed, priced):
     for a, b in zip(got_found, want_found, strict=True):
         for x, y in zip(a, b, strict=True):
             assert np.array_equal(np.asarray(x), np.asarray(y))
-    assert work[0] < work[1]  # the copied jobs were not evaluated again
+    assert tb.shared is not None and tb.shared.starts < tb.shared.every  # the copied jobs were not evaluated again
