@@ -98,6 +98,14 @@ def cumulative(x: np.ndarray) -> np.ndarray:
 CACHE_LIMIT = 20_000_000  # expanded starts kept in memory across iterations (about 30 bytes each)
 
 
+def _keep(tb: Tables) -> bool:
+    """Whether the expanded starts of ``tb``'s evaluated segments fit in ``CACHE_LIMIT``."""
+    shared = tb.shared
+    if shared is not None:
+        return shared.starts <= CACHE_LIMIT
+    return sum(len(s.ok) for s in tb.contig) + sum(len(a.ok) + len(b.ok) for a, b in tb.halves) <= CACHE_LIMIT
+
+
 def _expanded(tb: Tables, seg: Segments):
     if seg.cache is not None:
         return seg.cache
@@ -106,11 +114,7 @@ def _expanded(tb: Tables, seg: Segments):
     end = start + seg.length[si]
     kw = tb.g[rows] * tb.pkw[rows, seg.h] * tb.pue[seg.r]
     out = (si, start, offsets, end, kw, tb.g[rows].astype(float))
-    shared = tb.shared
-    total = shared.starts if shared is not None else sum(len(s.ok) for s in tb.contig) + sum(
-        len(a.ok) + len(b.ok) for a, b in tb.halves
-    )
-    if total <= CACHE_LIMIT:
+    if _keep(tb):
         seg.cache = out
     return out
 
@@ -124,32 +128,52 @@ def segment_values(tb: Tables, seg: Segments, cum_a: np.ndarray, cum_l: np.ndarr
     return si, start, offsets, value
 
 
+def _firsts(key: np.ndarray) -> np.ndarray:
+    """Index of the first element of each run of equal values of a sorted ``key``."""
+    return np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+
+
 def segment_argmin(si: np.ndarray, start: np.ndarray, offsets: np.ndarray, value: np.ndarray):
     """Minimum value and the first start reaching it, per segment."""
     seg_min = np.minimum.reduceat(value, offsets[:-1])
     pos = np.flatnonzero(value == seg_min[si])
-    first_seg, first = np.unique(si[pos], return_index=True)
+    first = _firsts(si[pos])  # ``pos`` ascends, so its segments do too
     arg = np.zeros(len(seg_min), dtype=np.int64)
-    arg[first_seg] = start[pos[first]]
+    arg[si[pos[first]]] = start[pos[first]]
     return seg_min, arg
 
 
-def _running_min(value: np.ndarray, offsets: np.ndarray, nst: np.ndarray):
-    """Per segment, the running minimum of ``value`` over its starts and the rank reaching it first.
+def _run_layout(tb: Tables, seg: Segments, offsets: np.ndarray) -> list:
+    """The starts of ``seg`` as matrices, one per power-of-two width class of its segments' start counts: per class
+    ``(at, inside, dest)``, the flat start of each cell (past the end: a padding cell), whether it is a start, and
+    the starts in the order of the cells that are. Kept in ``seg.runs`` when the expanded starts are kept."""
+    if seg.runs is not None:
+        return seg.runs
+    nst = seg.nst
+    width = np.left_shift(1, np.ceil(np.log2(np.maximum(nst, 1))).astype(np.int64))
+    out = []
+    for w in np.unique(width[nst > 0]).tolist():
+        rows = np.flatnonzero((width == w) & (nst > 0))
+        at = offsets[:-1][rows][:, None] + np.arange(w)
+        inside = np.arange(w) < nst[rows][:, None]
+        at[~inside] = len(seg.ok)
+        out.append((at, inside, at[inside]))
+    if _keep(tb):
+        seg.runs = out
+    return out
 
-    Segments of equal length are stacked into one matrix (no padding), one accumulate per length.
+
+def _running_min(tb: Tables, seg: Segments, value: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per segment of ``seg``, the running minimum of ``value`` over its starts.
+
+    Segments of a width class are stacked into one matrix padded with +inf (at most twice the cells), one
+    accumulate per class.
     """
     low = np.empty(len(value))
-    arg = np.zeros(len(value), dtype=np.int64)
-    for width in np.unique(nst[nst > 0]).tolist():
-        at = offsets[:-1][nst == width][:, None] + np.arange(width)
-        run = np.minimum.accumulate(value[at], axis=1)
-        # rank of the first start reaching each running minimum: the last rank where the minimum dropped
-        drop = np.ones(run.shape, dtype=bool)
-        drop[:, 1:] = run[:, 1:] < run[:, :-1]
-        low[at] = run
-        arg[at] = np.maximum.accumulate(np.where(drop, np.arange(width), 0), axis=1)
-    return low, arg
+    padded = np.append(value, np.inf)
+    for at, inside, dest in _run_layout(tb, seg, offsets):
+        low[dest] = np.minimum.accumulate(padded[at], axis=1)[inside]
+    return low
 
 
 def two_chunk_argmin(tb: Tables, seg_a: Segments, seg_b: Segments, cum_a: np.ndarray, cum_l: np.ndarray):
@@ -157,26 +181,30 @@ def two_chunk_argmin(tb: Tables, seg_a: Segments, seg_b: Segments, cum_a: np.nda
 
     Both segments of a job have the same number of starts and the ``k``-th start of ``b`` may follow the
     first ``k + 1`` starts of ``a`` (``b`` starts ``a + 1`` slots later at the earliest), so the best pair is
-    the minimum over ``k`` of ``b``'s value plus the running minimum of ``a``'s values.
+    the minimum over ``k`` of ``b``'s value plus the running minimum of ``a``'s values; the first chunk is then the
+    first start of ``a`` whose value is that running minimum.
 
     Returns
     -------
     tuple
         ``(value, start of a, start of b)`` per segment; value is inf where no pair is feasible alone.
     """
-    si, _start_a, offsets, va = segment_values(tb, seg_a, cum_a, cum_l)
+    si, start_a, offsets, va = segment_values(tb, seg_a, cum_a, cum_l)
     _, start_b, _, vb = segment_values(tb, seg_b, cum_a, cum_l)
     n = len(seg_a.job)
-    best_a, arg_a = _running_min(va, offsets, seg_a.nst)
+    best_a = _running_min(tb, seg_a, va, offsets)
     total = best_a + vb
-    seg_min, _ = segment_argmin(si, start_b, offsets, total)
+    seg_min = np.minimum.reduceat(total, offsets[:-1])
     pos = np.flatnonzero(total == seg_min[si])
-    first_seg, first = np.unique(si[pos], return_index=True)
+    k = pos[_firsts(si[pos])]  # the first ``b`` start of each segment reaching its minimum
     s1 = np.zeros(n, dtype=np.int64)
     s2 = np.zeros(n, dtype=np.int64)
-    k = pos[first]
-    s1[first_seg] = seg_a.rel[first_seg] + arg_a[k]
-    s2[first_seg] = start_b[k]
+    s2[si[k]] = start_b[k]
+    target = np.full(n, np.nan)
+    target[si[k]] = best_a[k]
+    at = np.flatnonzero(va == target[si])
+    first_a = at[_firsts(si[at])]
+    s1[si[first_a]] = start_a[first_a]
     return seg_min, s1, s2
 
 

@@ -31,6 +31,7 @@ class Segments:
     nst: np.ndarray  # int64 number of starts
     ok: np.ndarray  # bool, flattened starts
     cache: tuple | None = None  # expanded starts kept between Lagrangian iterations (see bound.py)
+    runs: list | None = None  # the starts' layout for running minima, kept likewise (see bound.py)
 
     def expand(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Flattened ``(segment index, start slot, offsets)`` of every start."""

@@ -195,3 +195,35 @@ def test_the_shared_evaluation_equals_the_plain_one(seed, priced):
         for x, y in zip(a, b, strict=True):
             assert np.array_equal(np.asarray(x), np.asarray(y))
     assert tb.shared is not None and tb.shared.starts < tb.shared.every  # the copied jobs were not evaluated again
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_each_two_chunk_option_of_the_evaluation_is_the_cheapest_pair_and_its_earliest(seed):
+    # the two-chunk pricing (running minima per width class) against an enumeration of every pair of starts
+    from optimizer.bound import cumulative, segment_values, two_chunk_argmin
+
+    tb = build_tables(_random(seed, n_jobs=60, n_slots=24))
+    assert tb.halves
+    rng = np.random.default_rng(seed)
+    m = Multipliers.zeros(tb)
+    m.lam = rng.uniform(0, 0.05, m.lam.shape)
+    cum_a, cum_l = cumulative(tb.slot_h * tb.weights() + m.mu), cumulative(m.lam)
+    for seg_a, seg_b in tb.halves:
+        total, s1, s2 = two_chunk_argmin(tb, seg_a, seg_b, cum_a, cum_l)
+        si, start_a, _, va = segment_values(tb, seg_a, cum_a, cum_l)
+        _, start_b, _, vb = segment_values(tb, seg_b, cum_a, cum_l)
+        for i in range(len(seg_a.job)):
+            mine = np.flatnonzero(si == i)
+            pairs = [
+                (va[p] + vb[q], start_a[p], start_b[q])
+                for p in mine
+                for q in mine
+                if start_b[q] >= start_a[p] + seg_a.length[i] + 1
+            ]
+            want = min((v for v, _, _ in pairs), default=np.inf)
+            assert total[i] == want, (seg_a.r, seg_a.h, i)
+            if np.isfinite(want):
+                # the earliest second chunk reaching it, then the earliest first chunk before that one
+                b = min(q for v, _, q in pairs if v == want)
+                a = min(p for v, p, q in pairs if v == want and q == b)
+                assert (s1[i], s2[i]) == (a, b), (seg_a.r, seg_a.h, i)
