@@ -98,6 +98,22 @@ def cumulative(x: np.ndarray) -> np.ndarray:
 CACHE_LIMIT = 20_000_000  # expanded starts kept in memory across iterations (about 30 bytes each)
 
 
+class Expanded(NamedTuple):
+    """The starts of a segment, flattened (see :func:`segment_values`)."""
+
+    si: np.ndarray  # segment (job) index of each start
+    start: np.ndarray  # start slot
+    offsets: np.ndarray  # first start of each segment, and the total at the end
+    g: np.ndarray  # GPUs of the start's job (float)
+    bad: np.ndarray  # the starts not feasible alone
+    # each start's run: (kind, start) as one flat index into a (kinds, T + 1) table, a kind being a (run length,
+    # kW per GPU) pair, with the end slot of each kind and start (capped at T) and each kind's kW per GPU; or None
+    # (more kinds than starts) and ``end`` and ``kw_per_gpu`` per start
+    code: np.ndarray | None
+    ends: np.ndarray  # (kinds, T + 1) with ``code``, else per start
+    kw_per_gpu: np.ndarray  # per kind with ``code``, else per start
+
+
 def _keep(tb: Tables) -> bool:
     """Whether the expanded starts of ``tb``'s evaluated segments fit in ``CACHE_LIMIT``."""
     shared = tb.shared
@@ -106,26 +122,45 @@ def _keep(tb: Tables) -> bool:
     return sum(len(s.ok) for s in tb.contig) + sum(len(a.ok) + len(b.ok) for a, b in tb.halves) <= CACHE_LIMIT
 
 
-def _expanded(tb: Tables, seg: Segments):
+def _expanded(tb: Tables, seg: Segments) -> Expanded:
     if seg.cache is not None:
         return seg.cache
     si, start, offsets = seg.expand()
-    rows = seg.job[si]
-    end = start + seg.length[si]
-    kw = tb.g[rows] * tb.pkw[rows, seg.h] * tb.pue[seg.r]
-    out = (si, start, offsets, end, kw, tb.g[rows].astype(float))
+    per_gpu = tb.pkw[seg.job, seg.h] * tb.pue[seg.r]  # kW per GPU of each job
+    g = tb.g[seg.job[si]].astype(float)
+    bad = np.flatnonzero(~seg.ok)
+    pairs = np.stack((seg.length.astype(float), per_gpu))
+    kinds, kind = np.unique(pairs, axis=1, return_inverse=True) if len(seg.job) else (pairs, seg.job)
+    n = tb.T + 1
+    if kinds.shape[1] * n <= len(start):
+        ends = np.minimum(np.arange(n) + kinds[0].astype(np.int64)[:, None], tb.T)
+        code = kind.reshape(-1)[si] * n + start
+        out = Expanded(si, start, offsets, g, bad, code, ends, kinds[1])
+    else:
+        out = Expanded(si, start, offsets, g, bad, None, start + seg.length[si], per_gpu[si])
     if _keep(tb):
         seg.cache = out
     return out
 
 
 def segment_values(tb: Tables, seg: Segments, cum_a: np.ndarray, cum_l: np.ndarray):
-    """Priced value of every start of ``seg``; returns ``(si, start, offsets, value)``."""
-    si, start, offsets, end, kw, g = _expanded(tb, seg)
+    """Priced value of every start of ``seg``; returns ``(si, start, offsets, value)``.
+
+    A run of ``g`` GPUs at ``p`` kW per GPU from ``s`` to ``e`` is worth ``g * (p * (A[e] - A[s]) + L[e] - L[s])``
+    for the cumulative slot weights ``A`` and GPU prices ``L``. Where a segment has fewer (length, kW per GPU) kinds
+    than starts, the bracket is taken once per kind and start slot and read per start (the same arithmetic).
+    """
+    ex = _expanded(tb, seg)
     ca, cl = cum_a[seg.r], cum_l[seg.r, seg.h]
-    value = kw * (ca[end] - ca[start]) + g * (cl[end] - cl[start])
-    value[~seg.ok] = np.inf
-    return si, start, offsets, value
+    if ex.code is not None:
+        per_kind = ex.kw_per_gpu[:, None] * (ca[ex.ends] - ca) + (cl[ex.ends] - cl)
+        value = per_kind.ravel()[ex.code]
+    else:
+        end = ex.ends
+        value = ex.kw_per_gpu * (ca[end] - ca[ex.start]) + (cl[end] - cl[ex.start])
+    value *= ex.g
+    value[ex.bad] = np.inf
+    return ex.si, ex.start, ex.offsets, value
 
 
 def _firsts(key: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Jobs of one shape evaluated once: the Lagrangian evaluation prices one job per shape of each segment.
 
-Within a (region, hardware) segment a start's priced value depends on its job only through the job's GPUs, power,
+Within a (region, hardware) segment a start's priced value depends on its job only through the job's GPUs, kW per GPU,
 run length and start window; at 100,000 bench jobs a segment holds about 2.6 jobs per such shape, at 10,000 about
 2.2. :func:`share_shapes` finds the shapes once per ``Tables`` (they do not change with the prices) and
 :func:`optimizer.bound.evaluate` then evaluates each shape once and copies the answer to its jobs: the same bound,
@@ -23,9 +23,9 @@ MAX_SHARED_SHARE = 0.9
 def _shape_of(tb: Tables, seg: Segments, *more: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per job of ``seg``, the index of its shape and, per shape, its first job (index into ``seg.job``)."""
     rows = seg.job
-    power = tb.g[rows] * tb.pkw[rows, seg.h] * tb.pue[seg.r]
+    per_gpu = tb.pkw[rows, seg.h] * tb.pue[seg.r]  # kW per GPU, as ``bound.segment_values`` reads it
     key = np.zeros(len(rows), dtype=np.int64)
-    for col in (power, tb.g[rows], seg.length, seg.rel, seg.nst, *more):
+    for col in (per_gpu, tb.g[rows], seg.length, seg.rel, seg.nst, *more):
         # mixed-radix key of dense codes, made dense again after each column (1-d sorts only)
         kinds, code = np.unique(col, return_inverse=True)
         key = np.unique(key * len(kinds) + code.reshape(-1), return_inverse=True)[1].reshape(-1)

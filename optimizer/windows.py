@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class Segments:
     rel: np.ndarray  # int64 first start
     nst: np.ndarray  # int64 number of starts
     ok: np.ndarray  # bool, flattened starts
-    cache: tuple | None = None  # expanded starts kept between Lagrangian iterations (see bound.py)
+    cache: Any = None  # expanded starts kept between Lagrangian iterations (``bound.Expanded``)
     runs: list | None = None  # the starts' layout for running minima, kept likewise (see bound.py)
 
     def expand(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
