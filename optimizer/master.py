@@ -40,7 +40,12 @@ BEST_PAIRS = 3  # per job, its best options on this many (region, hardware) pair
 # 10,000 and 20,000 jobs (13.5 s and 55.7 s under load ~3.3), 7e-5 at 3,000 (where the evaluation is cheap), and
 # one LP at 10,000 jobs under load 3.5 ran past 21 s where 3e-5 predicted 19.5 s; a master that does not finish
 # costs far more than one skipped (the priced placements then run as before), hence the margin
-MASTER_EVALS_PER_NONZERO = 4e-5
+# (those evaluations job by job: each job shape now evaluated once, a cold evaluation at 10,000 jobs takes ~0.6 of
+# that time, 4 pairs of runs at load ~8: 2.8/1.8, 1.5/1.3, 2.7/1.4, 1.6/0.9 s, hence 4e-5 / 0.6)
+MASTER_EVALS_PER_NONZERO = 6.5e-5
+# a master predicted not to finish is tried on the options of fewer of the ascent's last iterations, down to this
+# many (the iterations near the best multipliers repeat most options: 15 gave 32,776 columns at 10,000 jobs)
+MIN_TRAIL_ITERATIONS = 3
 
 
 def column_table(tb: Tables, cls: np.ndarray, choices: list[Choice]) -> np.ndarray:
@@ -257,14 +262,21 @@ def master_guide(
     """
     found: list = []
     evaluate(tb, m, collect=found)
-    table = column_table(tb, cls, [*seeds, *best_pairs(tb, found, BEST_PAIRS), *trail[-TRAIL_ITERATIONS:]])
+    fixed = [*seeds, *best_pairs(tb, found, BEST_PAIRS)]
     notes = notes if notes is not None else []
-    predicted_s = eval_s * float((1 + 2 * (table[:, 4] + table[:, 6])).sum()) * MASTER_EVALS_PER_NONZERO
+    kept = min(TRAIL_ITERATIONS, len(trail))
+    while True:
+        table = column_table(tb, cls, [*fixed, *trail[len(trail) - kept :]])
+        predicted_s = eval_s * float((1 + 2 * (table[:, 4] + table[:, 6])).sum()) * MASTER_EVALS_PER_NONZERO
+        if predicted_s <= time_limit_s or kept <= MIN_TRAIL_ITERATIONS:
+            break
+        kept = max(MIN_TRAIL_ITERATIONS, kept * 2 // 3)
     if len(table) == 0 or predicted_s > time_limit_s:
         notes.append(
             f"master lp skipped: {len(table)} columns, predicted {predicted_s:.3g} s > {time_limit_s:.3g} s"
         )
         return None
+    notes.append(f"master lp: {len(table)} columns from {kept} iterations, predicted {predicted_s:.3g} s")
     got = solve_master(tb, cls, rep, counts, table, time_limit_s=time_limit_s)
     if got is None:
         notes.append(f"master lp not solved in {time_limit_s:.3g} s (predicted {predicted_s:.3g} s)")

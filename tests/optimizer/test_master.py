@@ -157,6 +157,34 @@ def test_master_guide_does_not_start_an_lp_predicted_to_miss_its_time():
     assert master_guide(tb, cls, rep, counts, [cheapest], m, [], time_limit_s=5.0, eval_s=1e6) is None
 
 
+def test_master_guide_takes_fewer_ascent_iterations_when_all_of_them_would_miss_its_time():
+    # a master LP over every trail option predicted too slow is solved over the options of the last few
+    # iterations instead of being skipped (before: skipped, and the plan went without its rounding)
+    from optimizer.bound import Choice, Multipliers, evaluate
+    from optimizer.cpsat import build_classes
+    from optimizer.master import MASTER_EVALS_PER_NONZERO, master_guide
+    from optimizer.tables import build_tables
+
+    rng = np.random.default_rng(4)
+    regions = [region(n, rng.integers(5, 100, 8), gpus=8, budget_kw=10.0) for n in ("A", "B")]
+    tb = build_tables(problem(regions, [job(f"j{i}", gpus=2, dur=3) for i in range(6)]))
+    cls, rep, counts = build_classes(tb)
+    m = Multipliers.zeros(tb)
+    evaluate(tb, m)
+    trail = []
+    for k in range(12):  # every job at region k % 2 from slot k // 2: twelve different columns
+        ch = Choice.empty(tb.J)
+        ch.r[:], ch.s1[:], ch.l1[:] = k % 2, k // 2, 3
+        trail.append(ch)
+    limit_s = 5.0
+    eval_s = limit_s / (MASTER_EVALS_PER_NONZERO * 7 * 9)  # about 9 columns of 7 nonzeros fit, not 12
+    notes: list[str] = []
+    got = master_guide(tb, cls, rep, counts, trail, m, [], time_limit_s=limit_s, eval_s=eval_s, notes=notes)
+    assert got is not None and not (got[3].r < 0).any()
+    kept = [int(n.split(" from ")[1].split()[0]) for n in notes if " from " in n]
+    assert kept and kept[0] < 12
+
+
 def test_duals_and_primal_after_columns_added_since_the_last_solve():
     """A dive adds columns (and with them capacity rows) and may fail to re-solve in the time left; the duals and
     primal it then reads are the last solve's, with 0 for what was added since (an IndexError before)."""
