@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "plan_penalised": round(upper, 4),
         "planner_bound": plan.penalised_bound,
         "lp_bound": round(float(lower), 4),
+        "lp_converged": bool(info["converged"]),
         "options": int(n),
         "exact": bool(exact),
         "probe_bound": round(bound, 4),
