@@ -234,9 +234,11 @@ def cpsat(run: SolveRun) -> None:
         best.offer(cand, ties=True, rel_tol=1e-9)
         if opts.exact:
             slack = 0.5 * tb.J / scale
-            run.bound = max(run.bound, min(solver.best_objective_bound / scale, ub_fix) - slack)
+            cp_bound = min(solver.best_objective_bound / scale, ub_fix) - slack
+            run.bound = max(run.bound, cp_bound)
             if listed is not None and listed[2]:
-                run.bound_any_chunking = run.bound  # the options hold every chunking a plan may use
+                # the options hold every chunking a plan may use (the bound so far may hold for the model's only)
+                run.bound_any_chunking = cp_bound
             if st == cp_model.OPTIMAL and score <= solver.objective_value / scale + slack:
                 run.status = PlanStatus.OPTIMAL
     elif st == cp_model.MODEL_INVALID:
