@@ -104,13 +104,20 @@ def build_options(
         rank = np.arange(len(c)) - first
         keep = rank < per_class
         c, r, h, s1, l1 = c[keep], r[keep], h[keep], s1[keep], l1[keep]
-    cols = {"c": c, "r": r, "h": h, "s1": s1, "l1": l1, "s2": np.zeros_like(c), "l2": np.zeros_like(c)}
+    z = np.zeros_like(c)
+    return options_of(tb, cls, rep, np.column_stack((c, r, h, s1, l1, z, z)), seeds, exact)
+
+
+def options_of(
+    tb: Tables, cls: np.ndarray, rep: np.ndarray, table: np.ndarray, seeds: list[Choice], exact: bool
+) -> Options:
+    """Options of the rows ``(class, r, h, s1, l1, s2, l2)`` of ``table`` plus every seed plan's choices."""
+    parts = [np.asarray(table, dtype=np.int64).reshape(-1, 7)]
     for seed in seeds:
         on = np.flatnonzero(seed.r >= 0)
-        cols["c"] = np.concatenate((cols["c"], cls[on]))
-        for name in ("r", "h", "s1", "l1", "s2", "l2"):
-            cols[name] = np.concatenate((cols[name], getattr(seed, name)[on]))
-    table = np.unique(np.column_stack(list(cols.values())), axis=0)
+        parts.append(np.column_stack((cls[on], seed.r[on], seed.h[on], seed.s1[on], seed.l1[on], seed.s2[on],
+                                      seed.l2[on])).astype(np.int64))
+    table = np.unique(np.concatenate(parts), axis=0)
     c, r, h, s1, l1, s2, l2 = (table[:, k] for k in range(7))
     ch = Choice(r, h, s1, l1, s2, l2)
     # objective of an option = objective of the class representative running it

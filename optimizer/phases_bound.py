@@ -14,9 +14,10 @@ from ortools.sat.python import cp_model
 from optimizer.bound import Choice, evaluate, subgradient
 from optimizer.candidates import Candidates, improve_fast, place_fast, repair_left_out
 from optimizer.coarse_lp import coarse_columns
-from optimizer.cpsat import build_model, build_options, read_solution, solve_model
+from optimizer.cpsat import build_model, build_options, options_of, read_solution, solve_model
 from optimizer.dive import dive_portfolio
 from optimizer.eject import eject_improve
+from optimizer.fixing import enumerate_options
 from optimizer.lp import column_generation
 from optimizer.master import TRAIL_ITERATIONS, master_guide
 from optimizer.parallel import start_ascent
@@ -214,8 +215,14 @@ def cpsat(run: SolveRun) -> None:
         return
     if not best.found or run.left() <= 0.5:
         return
-    _, _, priced = evaluate(tb, run.m)
-    opts = build_options(tb, run.cls, run.rep, run.m, priced, gap_abs, [best.plan], params.max_cpsat_options)
+    # every option within the reduced-cost gap, every chunking of interruptible jobs of at most two chunks
+    # included (``optimizer.fixing``): the CP-SAT bound then holds for the Problem; else the pruned options
+    listed = enumerate_options(tb, run.cls, run.rep, run.m, best.score, params.max_cpsat_options)
+    if listed is not None and listed[2]:
+        opts = options_of(tb, run.cls, run.rep, listed[0], [best.plan], exact=True)
+    else:
+        _, _, priced = evaluate(tb, run.m)
+        opts = build_options(tb, run.cls, run.rep, run.m, priced, gap_abs, [best.plan], params.max_cpsat_options)
     run.n_options = len(opts.cls)
     run.lap("options")
     if run.left() <= 0.5:
@@ -233,7 +240,11 @@ def cpsat(run: SolveRun) -> None:
         best.offer(cand, ties=True, rel_tol=1e-9)
         if opts.exact:
             slack = 0.5 * tb.J / scale
-            run.bound = max(run.bound, min(solver.best_objective_bound / scale, ub_fix) - slack)
+            cp_bound = min(solver.best_objective_bound / scale, ub_fix) - slack
+            run.bound = max(run.bound, cp_bound)
+            if listed is not None and listed[2]:
+                # the options hold every chunking a plan may use (the bound so far may hold for the model's only)
+                run.bound_any_chunking = cp_bound
             if st == cp_model.OPTIMAL and score <= solver.objective_value / scale + slack:
                 run.status = PlanStatus.OPTIMAL
     elif st == cp_model.MODEL_INVALID:

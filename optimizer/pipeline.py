@@ -184,6 +184,7 @@ class SolveRun:
     reserve: float = 0.0  # time [s] kept after ``limit`` for the bound over every chunking
     unreached: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # rows the first plan missed
     lower: float = -np.inf  # best valid bound so far (at least the Lagrangian value at zero prices)
+    bound_any_chunking: float = -np.inf  # a bound that holds for every chunking (CP-SAT over every option)
     lp_converged: bool = False
     info: dict[str, Any] = field(default_factory=dict)  # column generation's report
     lp_sol: tuple[np.ndarray, np.ndarray] | None = None  # (class per row, LP solution) for the targeted moves

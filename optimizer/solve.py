@@ -309,6 +309,7 @@ def finish_run(run: SolveRun, name: str) -> Plan:
         if safe < bound - 1e-9 * max(1.0, abs(bound)) and (run.m.lam.any() or run.m.mu.any()):
             # the bound so far may come from zero prices (every job at its best option), not from ``run.m``
             safe = max(safe, valid_bound(tb, Multipliers.zeros(tb), exact=exact))
+        safe = max(safe, run.bound_any_chunking)
         undercut = safe < bound - 1e-9 * max(1.0, abs(bound))
         if undercut:
             run.notes.append(f"bound: {bound:.6g} for one or two chunks, {safe:.6g} for any chunking")
