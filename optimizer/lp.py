@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from ortools.math_opt import callback_pb2, model_parameters_pb2, parameters_pb2, result_pb2, solution_pb2
 from ortools.math_opt.core.python import solver as core_solver
+from ortools.math_opt.elemental.python import enums
 from ortools.math_opt.python import mathopt
 
 from optimizer.blocks import block_sum, slot_block, spread
@@ -51,14 +52,12 @@ class RestrictedMaster:
             row.set_coefficient(left, 1.0)
             self.obj.set_linear_coefficient(left, float(tb.penalty[rep[c]]))
             self.conv.append(row)
+        self._conv_ids = np.array([row.id for row in self.conv], dtype=np.int64)
         # capacity rows per block of slots (``optimizer.blocks``): keys (r, h, block) and (r, block)
         self.starts = tb.blocks if tb.blocks is not None else np.arange(tb.T, dtype=np.int64)
         self.block_of = slot_block(self.starts, tb.T)
         self.cap_b = block_sum(tb.cap, self.starts)
         self.kw_cap_b = block_sum(tb.kw_cap, self.starts)
-        self._block_l: list[int] = self.block_of.tolist()
-        self._start_l: list[int] = self.starts.tolist()
-        self._end_l: list[int] = [*self._start_l[1:], tb.T]
         self.gpu_rows: dict[tuple[int, int, int], mathopt.LinearConstraint] = {}
         self.kw_rows: dict[tuple[int, int], mathopt.LinearConstraint] = {}
         self.columns: set[tuple[int, ...]] = set()
@@ -80,57 +79,79 @@ class RestrictedMaster:
         return self.add_options(ch, np.asarray(rows), np.arange(len(ch.r)))
 
     def add_options(self, ch: Choice, pick: np.ndarray, job_rows: np.ndarray) -> int:
-        """Add options ``ch[pick]`` (option ``k`` belongs to job row ``job_rows[k]``); returns how many were new."""
+        """Add options ``ch[pick]`` (option ``k`` belongs to job row ``job_rows[k]``); returns how many were new.
+
+        The new columns go into the model in bulk (MathOpt's elemental arrays): one call per attribute instead of
+        one per coefficient (1,000 jobs at 15-minute slots: ~120,000 coefficients over the rounds to convergence,
+        a fifth of the column generation's time when set one by one).
+        """
         tb = self.tb
-        obj = option_objective(tb, ch, rows=job_rows)
-        added = 0
-        for k in pick:
-            k = int(k)
-            row = int(job_rows[k])
+        new_k: list[int] = []
+        new_keys: list[tuple[int, ...]] = []
+        for k_ in pick:
+            k = int(k_)
             if ch.r[k] < 0:
                 continue
-            c = int(self.cls[row])
-            key = (c, int(ch.r[k]), int(ch.h[k]), int(ch.s1[k]), int(ch.l1[k]), int(ch.s2[k]), int(ch.l2[k]))
+            key = (
+                int(self.cls[int(job_rows[k])]),
+                int(ch.r[k]),
+                int(ch.h[k]),
+                int(ch.s1[k]),
+                int(ch.l1[k]),
+                int(ch.s2[k]),
+                int(ch.l2[k]),
+            )
             if key in self.columns:
                 continue
             self.columns.add(key)
-            _, r, h, s1, l1, s2, l2 = key
-            var = self.model.add_variable(
-                lb=0.0, ub=float(self.counts[c]), name=f"x[c={c},r={r},h={h},s={s1},{l1},{s2},{l2}]"
-            )
-            self.column_vars.append((key, var))
-            self.obj.set_linear_coefficient(var, float(obj[k]))
-            self.conv[c].set_coefficient(var, 1.0)
-            g = float(tb.g[row])
-            kw = tb.power_kw(row, r, h)
-            # the bound's two-chunk relaxation may overlap its chunks: coefficients add up per slot
-            # (and a block's row counts each of its slots the column runs in)
-            for b, n in self._block_counts(s1, l1, s2, l2).items():
-                grow = self.gpu_rows.get((r, h, b))
-                if grow is None:
-                    grow = self.gpu_rows[(r, h, b)] = self._row(float(self.cap_b[r, h, b]))
-                grow.set_coefficient(var, g * n)
-                krow = self.kw_rows.get((r, b))
-                if krow is None:
-                    krow = self.kw_rows[(r, b)] = self._row(float(self.kw_cap_b[r, b]))
-                krow.set_coefficient(var, kw * n)
-            added += 1
-        return added
-
-    def _block_counts(self, s1: int, l1: int, s2: int, l2: int) -> dict[int, int]:
-        """Slots of the chunks ``[s1, s1 + l1)`` and ``[s2, s2 + l2)`` in each block they touch."""
-        out: dict[int, int] = {}
-        for s, ln in ((s1, l1), (s2, l2)):
-            if ln <= 0:
-                continue
-            e = s + ln
-            b = self._block_l[s]
-            while True:
-                out[b] = out.get(b, 0) + min(e, self._end_l[b]) - max(s, self._start_l[b])
-                if self._end_l[b] >= e:
-                    break
-                b += 1
-        return out
+            new_k.append(k)
+            new_keys.append(key)
+        if not new_k:
+            return 0
+        ks = np.array(new_k, dtype=np.int64)
+        keys = np.array(new_keys, dtype=np.int64)
+        n = len(ks)
+        obj = option_objective(tb, Choice(*(ch_k[ks] for ch_k in (ch.r, ch.h, ch.s1, ch.l1, ch.s2, ch.l2))),
+                               rows=np.asarray(job_rows)[ks])
+        el = self.model._elemental  # MathOpt keeps its bulk setters on the model's elemental
+        ids = np.asarray(el.add_elements(enums.ElementType.VARIABLE, n), dtype=np.int64)
+        by_var = ids.reshape(-1, 1)
+        el.set_attrs(enums.DoubleAttr1.VARIABLE_LOWER_BOUND, by_var, np.zeros(n))
+        el.set_attrs(enums.DoubleAttr1.VARIABLE_UPPER_BOUND, by_var, self.counts[keys[:, 0]].astype(float))
+        el.set_attrs(enums.DoubleAttr1.OBJECTIVE_LINEAR_COEFFICIENT, by_var, np.asarray(obj, dtype=float))
+        conv = self._conv_ids[keys[:, 0]]
+        el.set_attrs(enums.DoubleAttr2.LINEAR_CONSTRAINT_COEFFICIENT, np.column_stack((conv, ids)), np.ones(n))
+        # slots of each column per block (the bound's two-chunk relaxation may overlap its chunks: they add up)
+        cols, blocks = [], []
+        for s, ln in ((keys[:, 3], keys[:, 4]), (keys[:, 5], keys[:, 6])):
+            ln = np.maximum(ln, 0)
+            col = np.repeat(np.arange(n), ln)
+            t = s[col] + np.arange(len(col)) - np.repeat(np.cumsum(ln) - ln, ln)
+            cols.append(col)
+            blocks.append(self.block_of[t])
+        nb = len(self.starts)
+        pair, count = np.unique(np.concatenate(cols) * nb + np.concatenate(blocks), return_counts=True)
+        col, b = np.divmod(pair, nb)
+        row = np.asarray(job_rows)[ks][col]
+        r, h = keys[col, 1], keys[col, 2]
+        g = tb.g[row].astype(float)
+        kw = g * tb.pkw[row, h] * tb.pue[r]
+        gpu_at = np.empty(len(col), dtype=np.int64)
+        kw_at = np.empty(len(col), dtype=np.int64)
+        for i, (ri, hi, bi) in enumerate(zip(r.tolist(), h.tolist(), b.tolist(), strict=True)):
+            grow = self.gpu_rows.get((ri, hi, bi))
+            if grow is None:
+                grow = self.gpu_rows[(ri, hi, bi)] = self._row(float(self.cap_b[ri, hi, bi]))
+            krow = self.kw_rows.get((ri, bi))
+            if krow is None:
+                krow = self.kw_rows[(ri, bi)] = self._row(float(self.kw_cap_b[ri, bi]))
+            gpu_at[i], kw_at[i] = grow.id, krow.id
+        coef_keys = np.concatenate((np.column_stack((gpu_at, ids[col])), np.column_stack((kw_at, ids[col]))))
+        el.set_attrs(enums.DoubleAttr2.LINEAR_CONSTRAINT_COEFFICIENT, coef_keys, np.concatenate((g * count, kw * count)))
+        self.column_vars.extend(
+            (key, mathopt.Variable(el, int(i))) for key, i in zip(new_keys, ids.tolist(), strict=True)
+        )
+        return n
 
     def solve(self, time_limit_s: float, *, bounds_changed: bool = False) -> bool:
         """Re-solve (from the last optimal basis when there is one); True when optimal.

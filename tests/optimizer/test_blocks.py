@@ -136,3 +136,43 @@ def test_column_generation_prices_an_hour_as_one_row_and_its_duals_give_its_lp_v
     assert value <= fine_lower + 1e-6 * max(1.0, abs(fine_lower))
     for x in (m2.lam, m2.mu):
         assert np.array_equal(x, np.repeat(x[..., ::4], 4, axis=-1))
+
+
+def test_columns_added_in_bulk_count_their_slots_per_hour_block_once_each():
+    from optimizer.bound import Choice
+    from optimizer.lp import RestrictedMaster
+
+    pb = _quarter_hour_problem(np.random.default_rng(3), n_jobs=3, hours=3)
+    tb = build_tables(pb)
+    assert tb.blocks is not None and tb.blocks.tolist() == [0, 4, 8]
+    cls = np.arange(tb.J)
+    master = RestrictedMaster(tb, cls, cls, np.ones(tb.J, dtype=np.int64))
+    # row 0: slots 2-6 (two in hour 0, three in hour 1); row 1: a two-chunk relaxation whose chunks overlap
+    # (slots 4-5 and 5-8: slot 5 counts twice, hour 1 holds five slot-uses, hour 2 one); row 2 left out (r = -1);
+    # the first option again (a duplicate in the same call)
+    opts = Choice(*(np.array(v, dtype=np.int64) for v in (
+        [0, 1, -1, 0], [0, 0, 0, 0], [2, 4, 0, 2], [5, 2, 1, 5], [0, 5, 0, 0], [0, 4, 0, 0],
+    )))
+    rows = np.array([0, 1, 2, 0])
+    assert master.add_options(opts, np.arange(4), rows) == 2
+    assert master.add_options(opts, np.arange(4), rows) == 0  # every column known
+    assert len(master.column_vars) == 2 and master.column_vars[0][0] == (0, 0, 0, 2, 5, 0, 0)
+    model = master.model.export_model()
+    coef: dict[tuple[int, int], float] = {}
+    mat = model.linear_constraint_matrix
+    for r_id, c_id, v in zip(mat.row_ids, mat.column_ids, mat.coefficients, strict=True):
+        coef[(r_id, c_id)] = v
+    (_, x0), (_, x1) = master.column_vars
+    g0, g1 = float(tb.g[0]), float(tb.g[1])
+    assert coef[(master.gpu_rows[(0, 0, 0)].id, x0.id)] == 2 * g0
+    assert coef[(master.gpu_rows[(0, 0, 1)].id, x0.id)] == 3 * g0
+    assert coef[(master.gpu_rows[(1, 0, 1)].id, x1.id)] == 5 * g1
+    assert coef[(master.gpu_rows[(1, 0, 2)].id, x1.id)] == 1 * g1
+    assert math.isclose(coef[(master.kw_rows[(0, 1)].id, x0.id)], 3 * tb.power_kw(0, 0, 0))
+    assert coef[(master.conv[0].id, x0.id)] == 1.0 and coef[(master.conv[1].id, x1.id)] == 1.0
+    # bounds and objective as the column of one job: 0 <= x <= 1 at the run's objective
+    assert list(model.variables.upper_bounds)[x0.id] == 1.0 and list(model.variables.lower_bounds)[x0.id] == 0.0
+    obj = dict(zip(model.objective.linear_coefficients.ids, model.objective.linear_coefficients.values, strict=True))
+    w = tb.weights()
+    assert math.isclose(obj[x0.id], tb.power_kw(0, 0, 0) * tb.slot_h * w[0, 2:7].sum())
+    assert master.solve(5.0)
