@@ -29,10 +29,12 @@ from threadpoolctl import threadpool_limits
 
 from app.config import Settings
 from app.enums import SERIES_UNITS, SeriesKind, WorkloadClass
+from app.schedule import beat_schedule
 from app.services.fleet import FleetSnapshot, HardwareInfo, ProfileInfo, RegionInfo
 from app.services.forecasts import DEFAULT_MODELS, HISTORY_DAYS, REGRESSORS
+from app.services.freshness import replan_reason
 from app.services.job_values import JobValues
-from app.services.planning import grid_at, objective_of, to_opt_job
+from app.services.planning import FINAL_REASONS, grid_at, objective_of, to_opt_job
 from app.services.series import PUBLISHED, RUN_FORECAST, HourlyValue, choose_points, values_at
 from bench.plan_workload import BUSY, Spec
 from forecasting.frame import issue_frame
@@ -40,10 +42,11 @@ from forecasting.models import get_model
 from forecasting.sources import read_harmonized
 from forecasting.sources.harmonized import CARBON_NEIGHBOURS
 from forecasting.task import ForecastTask
-from optimizer import HardwareType, Problem, Region
+from optimizer import HardwareType, Plan, Problem, Region, check_plan
 from optimizer.residual import residual_problem
 from optimizer.scenarios import Quantiles, Uncertain
 
+CARBON_REFRESH_MINUTE = 5  # app.schedule's carbon-forecast entry runs at :05; its run is in force after that
 ISSUE_HOUR = 13  # forecasts are issued at 13:00 UTC, after the day-ahead auction's results (~12:45 CET)
 CACHE = Path(__file__).resolve().parent / ".cache" / "closed_loop"
 KINDS = (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY)
@@ -278,3 +281,105 @@ def replan_curves(realised: dict[SeriesKind, pd.DataFrame], runs: dict[tuple[str
             known = actual[actual.index < published_by(kind, at)]
             out[kind][zone] = slot_curve(known, runs[(zone, kind)]["forecast"], slot_starts, kind, issued_at)
     return out
+
+
+# --- the service's re-plans through the day (app.schedule's beat, app.services.freshness's decision) --------------
+
+
+def replan_times(settings: Settings, day: datetime) -> list[datetime]:
+    """When the service re-plans during ``day`` after its nightly plan: beat's ``replan`` entry, every
+    ``settings.replan_interval_s`` (counted from the nightly plan), up to the next nightly plan."""
+    every = beat_schedule(settings)["replan"]["schedule"]
+    out, t = [], day + every
+    while t < day + timedelta(days=1):
+        out.append(t)
+        t += every
+    return out
+
+
+def carbon_refreshes(settings: Settings, every_h: int = 0) -> tuple[int, ...]:
+    """UTC hours at whose minute ``m`` beat's ``carbon-forecast`` entry refreshes the carbon forecasts (every hour at
+    :05 by default); ``every_h`` > 0 keeps every ``every_h``-th of them only (a cheaper replay, not the service)."""
+    hours = sorted(beat_schedule(settings)["carbon-forecast"]["schedule"].hour)
+    return tuple(h for h in hours if every_h <= 1 or h % every_h == 0)
+
+
+def run_issued(kind: SeriesKind, at: datetime, carbon_hours: tuple[int, ...]) -> datetime:
+    """Issue time of the forecast run in force at ``at``: prices once a day at ``ISSUE_HOUR``; carbon at the latest
+    refresh hour before ``at`` (a refresh at h:05 sees what was published by h:00, so it is issued as of h:00, and is
+    in force from the next full hour on)."""
+    if kind is SeriesKind.PRICE:
+        day = at.replace(hour=0, minute=0, second=0, microsecond=0)
+        return day + timedelta(hours=ISSUE_HOUR) - (timedelta(days=1) if at.hour < ISSUE_HOUR else timedelta(0))
+    late = at.minute > CARBON_REFRESH_MINUTE
+    t = at.replace(minute=0, second=0, microsecond=0) - (timedelta(0) if late else timedelta(hours=1))
+    while t.hour not in carbon_hours:
+        t -= timedelta(hours=1)
+    return t
+
+
+def run_horizon(issued_at: datetime, days: int) -> int:
+    """Hours a run issued at ``issued_at`` covers: through the horizon of the next day's nightly plan, so the price
+    run issued at 13:00 on D is the cached run of D+1's nightly plan."""
+    day = issued_at.replace(hour=0, minute=0, second=0, microsecond=0)
+    return int((day + timedelta(days=1 + days) - issued_at) / timedelta(hours=1))
+
+
+def seen_state(at: datetime, carbon_hours: tuple[int, ...]) -> dict[SeriesKind, tuple]:
+    """What a plan at ``at`` plans on, per series: the end of the published values that lie ahead (None when only
+    past hours are published, as for measured carbon) and the forecast run in force."""
+    return {k: (published_by(k, at) if published_by(k, at) > at else None, run_issued(k, at, carbon_hours))
+            for k in KINDS}
+
+
+def nightly_state(issued_at: datetime) -> dict[SeriesKind, tuple]:
+    """:func:`seen_state` of the nightly plan: what was published at ``issued_at`` and the runs issued then."""
+    return {k: (published_by(k, issued_at) if published_by(k, issued_at) > issued_at else None, issued_at)
+            for k in KINDS}
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """The nightly plan after the day's re-plans: the plan settled, and what the re-plans did."""
+
+    plan: Combined
+    replans: tuple[tuple[str, str], ...]  # (time, reason) of each re-plan made
+    skipped: int  # re-plans the service would skip: nothing it plans on changed
+    kept_current: int  # re-plans whose result was worse than the current plan of the same jobs (that one stayed)
+    open_jobs: int  # jobs not started by the first re-plan (0: none made)
+
+
+def replan_chain(objective: str, nightly: Plan | Combined, start: datetime, nightly_state: dict, times: list[datetime],
+                 state_at, problem_at, solve, value_on) -> Chain:
+    """The nightly plan re-planned at each of ``times`` where the service would re-plan (``freshness.replan_reason``
+    on the series the objective weighs and the jobs left out); work started before a re-plan keeps its placement.
+
+    ``state_at(t)``: :func:`seen_state`; ``problem_at(t)``: the Problem on the curves seen at ``t``; ``solve``: the
+    planner; ``value_on(problem, plan)``: a plan's objective value on a problem. A re-plan that leaves more jobs out,
+    or is worse on what is seen than the current plan of the same jobs, is not taken (the service keeps its current
+    plan when a new one fails; a short solve sometimes leaves jobs not solved).
+    """
+    current = Combined(tuple(nightly.assignments), tuple(nightly.unplanned))
+    last, made, skipped, kept_current, open_jobs = nightly_state, [], 0, 0, 0
+    for t in times:
+        state = state_at(t)
+        left_out = any(u.reason not in FINAL_REASONS for u in current.unplanned)
+        why = replan_reason(objective, [k for k in KINDS if state[k] != last[k]], left_out=left_out)
+        if why is None:
+            skipped += 1
+            continue
+        last = state
+        problem = problem_at(t)
+        at_slot = int((t - start) / timedelta(minutes=problem.slot_minutes))
+        rest, kept = replan_problem(problem, current, at_slot)
+        open_jobs = open_jobs or len(rest.jobs)
+        again = solve(rest)
+        ids = {j.job_id for j in rest.jobs}
+        before = Combined(tuple(a for a in current.assignments if a.job_id in ids),
+                          tuple(u for u in current.unplanned if u.job_id in ids))
+        if (not check_plan(rest, again, allow_late=False).ok or len(again.unplanned) > len(before.unplanned)
+                or value_on(rest, again) > value_on(rest, before)):
+            again, kept_current = before, kept_current + 1
+        current = Combined(kept + tuple(again.assignments), tuple(again.unplanned))
+        made.append((f"{t:%H:%M}", why))
+    return Chain(current, tuple(made), skipped, kept_current, open_jobs)
