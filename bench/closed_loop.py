@@ -18,7 +18,9 @@ The module holds no network or database access; ``plan_bench.py`` drives it.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,7 +34,7 @@ from app.enums import SERIES_UNITS, SeriesKind, WorkloadClass
 from app.schedule import beat_schedule
 from app.services.fleet import FleetSnapshot, HardwareInfo, ProfileInfo, RegionInfo
 from app.services.forecasts import DEFAULT_MODELS, HISTORY_DAYS, REGRESSORS
-from app.services.freshness import replan_reason
+from app.services.freshness import replan_reason, runs_differ
 from app.services.job_values import JobValues
 from app.services.planning import FINAL_REASONS, grid_at, objective_of, to_opt_job
 from app.services.series import PUBLISHED, RUN_FORECAST, HourlyValue, choose_points, values_at
@@ -104,9 +106,9 @@ def _known(frame: pd.DataFrame, kind: SeriesKind, start: datetime, at: datetime)
     return s.rename(kind.value)
 
 
-def forecast_run(frames: dict[str, pd.DataFrame], zone: str, kind: SeriesKind, issued_at: datetime,
-                 horizon_hours: int) -> pd.DataFrame:
-    """One forecast run as the service's refresh computes it at ``issued_at``: columns forecast, q10, q50, q90."""
+def run_inputs(frames: dict[str, pd.DataFrame], zone: str, kind: SeriesKind, issued_at: datetime,
+               horizon_hours: int) -> tuple[pd.DataFrame, pd.DataFrame, ForecastTask]:
+    """What the service's refresh at ``issued_at`` feeds the model: history and future frames, and the task."""
     start = issued_at - timedelta(days=HISTORY_DAYS[kind])
     frame = frames[zone]
     cols = {kind.value: _known(frame, kind, start, issued_at)}
@@ -116,20 +118,46 @@ def forecast_run(frames: dict[str, pd.DataFrame], zone: str, kind: SeriesKind, i
         for other in CARBON_NEIGHBOURS.get(zone, ()):
             cols[f"{SeriesKind.PRICE.value}@{other}"] = _known(frames[other], SeriesKind.PRICE, start, issued_at)
     hist, future, _ = issue_frame(cols, pd.Timestamp(issued_at), horizon_hours, name=f"{zone} {kind.value}")
-    task = ForecastTask(kind.value, tuple(future.columns))
+    return hist, future, ForecastTask(kind.value, tuple(future.columns))
+
+
+def forecast_run(frames: dict[str, pd.DataFrame], zone: str, kind: SeriesKind, issued_at: datetime,
+                 horizon_hours: int) -> pd.DataFrame:
+    """One forecast run as the service's refresh computes it at ``issued_at``: columns forecast, q10, q50, q90."""
+    hist, future, task = run_inputs(frames, zone, kind, issued_at, horizon_hours)
     with threadpool_limits(limits=1):
         return get_model(DEFAULT_MODELS[kind]).predict(hist, future, task)
 
 
+_SAME_INPUTS: dict[str, pd.DataFrame] = {}  # this process's runs by their inputs (see cached_run)
+
+
+def _inputs_key(kind: SeriesKind, hist: pd.DataFrame, future: pd.DataFrame) -> str:
+    digest = hashlib.sha1(f"{kind.value}|{DEFAULT_MODELS[kind]}|{list(hist.columns)}|{list(future.columns)}".encode())
+    for part in (hist, future):
+        digest.update(pd.util.hash_pandas_object(part, index=True).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
 def cached_run(frames: dict[str, pd.DataFrame], zone: str, kind: SeriesKind, issued_at: datetime,
                horizon_hours: int, cache: Path = CACHE) -> pd.DataFrame:
-    """:func:`forecast_run`, read from ``cache`` when computed before."""
+    """:func:`forecast_run`, read from ``cache`` when computed before. A run whose inputs are those of a run this
+    process made already (the hourly carbon refresh: the history ends at the last complete day and the regressors
+    change once a day) is that run, without fitting the models again."""
     path = cache / cache_key(zone, kind, DEFAULT_MODELS[kind], issued_at, horizon_hours)
     if path.exists():
         return pd.read_csv(path, index_col=0, parse_dates=[0])
-    out = forecast_run(frames, zone, kind, issued_at, horizon_hours)
+    hist, future, task = run_inputs(frames, zone, kind, issued_at, horizon_hours)
+    key = f"{zone}|{_inputs_key(kind, hist, future)}"
+    out = _SAME_INPUTS.get(key)
+    if out is None:
+        with threadpool_limits(limits=1):
+            out = get_model(DEFAULT_MODELS[kind]).predict(hist, future, task)
+        if len(_SAME_INPUTS) > 256:
+            _SAME_INPUTS.clear()
+        _SAME_INPUTS[key] = out
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     out.to_csv(tmp)
     tmp.replace(path)  # a run killed half-way leaves no half-written entry
     return out
@@ -325,17 +353,31 @@ def run_horizon(issued_at: datetime, days: int) -> int:
     return int((day + timedelta(days=1 + days) - issued_at) / timedelta(hours=1))
 
 
-def seen_state(at: datetime, carbon_hours: tuple[int, ...]) -> dict[SeriesKind, tuple]:
+def seen_state(at: datetime, runs: dict[tuple[str, SeriesKind], pd.DataFrame]) -> dict[SeriesKind, tuple]:
     """What a plan at ``at`` plans on, per series: the end of the published values that lie ahead (None when only
-    past hours are published, as for measured carbon) and the forecast run in force."""
-    return {k: (published_by(k, at) if published_by(k, at) > at else None, run_issued(k, at, carbon_hours))
-            for k in KINDS}
+    past hours are published, as for measured carbon) and each zone's forecast run in force (``runs``)."""
+    return {k: (published_by(k, at) if published_by(k, at) > at else None,
+                {z: run["forecast"] for (z, kind), run in runs.items() if kind is k}) for k in KINDS}
 
 
-def nightly_state(issued_at: datetime) -> dict[SeriesKind, tuple]:
-    """:func:`seen_state` of the nightly plan: what was published at ``issued_at`` and the runs issued then."""
-    return {k: (published_by(k, issued_at) if published_by(k, issued_at) > issued_at else None, issued_at)
-            for k in KINDS}
+def nightly_state(issued_at: datetime, runs: dict[tuple[str, SeriesKind], pd.DataFrame]) -> dict[SeriesKind, tuple]:
+    """:func:`seen_state` of the nightly plan: what was published at ``issued_at``, and its runs issued then."""
+    return seen_state(issued_at, runs)
+
+
+def changed_since(before: dict[SeriesKind, tuple], now: dict[SeriesKind, tuple], at: datetime) -> list[SeriesKind]:
+    """Series whose values for the slots from ``at`` on differ between two :func:`seen_state`: more published
+    values, or a run in force with other values (``freshness.runs_differ``, the service's comparison)."""
+    def ahead(series: pd.Series) -> dict:
+        return {t: float(v) for t, v in series[series.index >= at].dropna().items()}
+
+    out = []
+    for k in KINDS:
+        (end0, runs0), (end1, runs1) = before[k], now[k]
+        if end0 != end1 or runs0.keys() != runs1.keys() or any(
+                runs0[z] is not runs1[z] and runs_differ(ahead(runs0[z]), ahead(runs1[z])) for z in runs1):
+            out.append(k)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,22 +391,22 @@ class Chain:
     open_jobs: int  # jobs not started by the first re-plan (0: none made)
 
 
-def replan_chain(objective: str, nightly: Plan | Combined, start: datetime, nightly_state: dict, times: list[datetime],
+def replan_chain(objective: str, nightly: Plan | Combined, start: datetime, nightly_seen: dict, times: list[datetime],
                  state_at, problem_at, solve, value_on) -> Chain:
     """The nightly plan re-planned at each of ``times`` where the service would re-plan (``freshness.replan_reason``
     on the series the objective weighs and the jobs left out); work started before a re-plan keeps its placement.
 
-    ``state_at(t)``: :func:`seen_state`; ``problem_at(t)``: the Problem on the curves seen at ``t``; ``solve``: the
+    ``state_at(t)``: :func:`seen_state` (``nightly_seen`` that of the nightly plan); ``problem_at(t)``: the Problem on the curves seen at ``t``; ``solve``: the
     planner; ``value_on(problem, plan)``: a plan's objective value on a problem. A re-plan that leaves more jobs out,
     or is worse on what is seen than the current plan of the same jobs, is not taken (the service keeps its current
     plan when a new one fails; a short solve sometimes leaves jobs not solved).
     """
     current = Combined(tuple(nightly.assignments), tuple(nightly.unplanned))
-    last, made, skipped, kept_current, open_jobs = nightly_state, [], 0, 0, 0
+    last, made, skipped, kept_current, open_jobs = nightly_seen, [], 0, 0, 0
     for t in times:
         state = state_at(t)
         left_out = any(u.reason not in FINAL_REASONS for u in current.unplanned)
-        why = replan_reason(objective, [k for k in KINDS if state[k] != last[k]], left_out=left_out)
+        why = replan_reason(objective, changed_since(last, state, t), left_out=left_out)
         if why is None:
             skipped += 1
             continue

@@ -149,13 +149,13 @@ def _runs_in_force(args, runs: dict, issued, out: dict):
         out["replan_forecast_s"] = round(out["replan_forecast_s"] + time.perf_counter() - t0, 1)
         return now
 
-    return carbon_hours, at
+    return at
 
 
 def _plan_day(args, out, base, specs, fleet, settings, real, plan_curves, naive, uncertain, runs, slots, issued,
               price, carbon, start) -> None:
     params = SolveParams(args.time_limit, args.workers, args.seed, rins=not args.no_rins)
-    carbon_hours, runs_at = _runs_in_force(args, runs, issued, out)
+    runs_at = _runs_in_force(args, runs, issued, out)
     realised_frames = {KINDS[0]: price, KINDS[1]: carbon}
     for name in OBJECTIVES:
         realised = service_problem(base, specs, fleet, settings, name, real[KINDS[0]], real[KINDS[1]])
@@ -174,11 +174,12 @@ def _plan_day(args, out, base, specs, fleet, settings, real, plan_curves, naive,
         problem_at = partial(_problem_at, base, specs, fleet, settings, name, realised_frames, slots, issued)
         solve = partial(SOLVERS["gridshift"], params=params)
         # the service's re-plans through the day (app.schedule's cadence, skipped where nothing changed)
-        chain = replan_chain(name, nightly, start, nightly_state(issued), replan_times(settings, start),
-                             partial(seen_state, carbon_hours=carbon_hours), problem_at(runs_at), solve, value_on)
+        chain = replan_chain(name, nightly, start, nightly_state(issued, runs), replan_times(settings, start),
+                             lambda t: seen_state(t, runs_at(t)), problem_at(runs_at), solve, value_on)
         # replan_once (before the service's cadence): one re-plan at 13:00, on the nightly plan's forecast runs
-        once = replan_chain(name, nightly, start, dict.fromkeys(KINDS), [start + timedelta(hours=REPLAN_HOUR)],
-                            partial(dict.fromkeys, KINDS), problem_at(lambda _t: runs), solve, value_on)
+        at13 = start + timedelta(hours=REPLAN_HOUR)
+        once = replan_chain(name, nightly, start, {k: (None, {}) for k in KINDS}, [at13],
+                            lambda t: seen_state(t, runs), problem_at(lambda _t: runs), solve, value_on)
         plans["replan"], plans["replan_once"] = (chain.plan, None), (once.plan, None)
         pick, _ = choose_plan({"production": plans["production"][0], "risk": plans["risk"][0]},
                               scenario_problems(on_forecast, uncertain), args.risk_weight)

@@ -1,7 +1,9 @@
 """Whether the hourly re-plan has anything new to plan on, or would only solve the same problem again.
 
 A plan records what it read (``plans.stats["data_seen"]``, :func:`data_seen`): per series kind the newest stored
-point and the succeeded forecast runs, and the newest job event. The hourly re-plan (``gridshift.plan.replan`` with
+point and each zone's newest succeeded forecast run, and the newest job event. A newer run counts as new data only
+where its values differ: the hourly carbon refresh re-issues the same forecast until a new day of history or the
+next day-ahead regressors arrive. The hourly re-plan (``gridshift.plan.replan`` with
 trigger ``hourly``) runs only when :func:`hourly_reason` names a reason; the nightly plan, re-plans after a failure and
 an operator's always run. :func:`replan_reason` is the decision itself on plain data, shared with the closed-loop
 replay (``bench/closed_loop.py``), so the replay re-plans exactly where the service would.
@@ -17,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.enums import TERMINAL_JOB_STATES, ForecastRunStatus, JobState, SeriesKind
-from app.models import ForecastRun, JobEvent, MarketSeries, Plan, UnplannedJob
+from app.models import ForecastPoint, ForecastRun, JobEvent, MarketSeries, Plan, UnplannedJob
 from app.models import Job as JobRow
 from optimizer import ObjectiveKind
 
@@ -71,32 +73,53 @@ def replan_reason(objective: str, changed: Iterable[SeriesKind], *, left_out: bo
     return None
 
 
+def _latest_runs(session: Session, kind: SeriesKind) -> dict[str, int]:
+    """Per zone the id of the newest succeeded forecast run of ``kind`` (the one whose points win, ``series``)."""
+    rows = session.execute(select(ForecastRun.zone, ForecastRun.id).where(
+        ForecastRun.kind == kind, ForecastRun.status == ForecastRunStatus.SUCCEEDED)
+        .order_by(ForecastRun.zone, ForecastRun.issued_at, ForecastRun.id))
+    return {zone: int(run_id) for zone, run_id in rows}  # the last row of each zone wins
+
+
 def data_seen(session: Session) -> dict[str, Any]:
-    """What a plan reads, as ids: per series kind the newest stored point and the succeeded forecast runs (count and
-    newest id: a run that started before the plan and succeeded after it still counts as new), and the newest job
-    event."""
+    """What a plan reads, as ids: per series kind the newest stored point and each zone's newest succeeded forecast
+    run, and the newest job event."""
     out: dict[str, Any] = {"events": int(session.scalar(select(func.max(JobEvent.id))) or 0)}
     for kind in PLAN_SERIES:
         point = session.scalar(select(func.max(MarketSeries.id)).where(MarketSeries.kind == kind))
-        runs = session.execute(select(func.count(ForecastRun.id), func.max(ForecastRun.id)).where(
-            ForecastRun.kind == kind, ForecastRun.status == ForecastRunStatus.SUCCEEDED)).one()
-        out[kind.value] = {"point": int(point or 0), "runs": [int(runs[0] or 0), int(runs[1] or 0)]}
+        out[kind.value] = {"point": int(point or 0), "runs": _latest_runs(session, kind)}
     return out
 
 
+def _points(session: Session, run_id: int, now: datetime) -> dict[datetime, float]:
+    return {ts: float(v) for ts, v in session.execute(select(ForecastPoint.ts, ForecastPoint.value).where(
+        ForecastPoint.run_id == run_id, ForecastPoint.ts >= now))}
+
+
+def runs_differ(old: dict[datetime, float], new: dict[datetime, float]) -> bool:
+    """True when a forecast run gives other values than the one before it (hours from now on): a refresh on the
+    same inputs (the hourly carbon refresh between two complete days of history) changes no plan."""
+    return old.keys() != new.keys() or any(abs(old[t] - v) > 1e-9 * max(1.0, abs(v)) for t, v in new.items())
+
+
 def changed_kinds(session: Session, seen: dict[str, Any], now: datetime) -> list[SeriesKind]:
-    """Series with values for slots from ``now`` on that are newer than ``seen`` (:func:`data_seen` of a plan)."""
+    """Series with other values for slots from ``now`` on than ``seen`` (:func:`data_seen` of a plan) had: a point
+    stored since for an hour still ahead, or a zone whose newest forecast run is another one with other values."""
     out = []
     for kind in PLAN_SERIES:
         before = seen.get(kind.value)
-        if not isinstance(before, dict):
+        if not isinstance(before, dict) or not isinstance(before.get("runs"), dict):
             out.append(kind)  # a plan stored before this record: count everything as new
             continue
         point = session.scalar(select(MarketSeries.id).where(
             MarketSeries.kind == kind, MarketSeries.id > int(before.get("point", 0)), MarketSeries.ts >= now).limit(1))
-        runs = session.execute(select(func.count(ForecastRun.id), func.max(ForecastRun.id)).where(
-            ForecastRun.kind == kind, ForecastRun.status == ForecastRunStatus.SUCCEEDED)).one()
-        if point is not None or [int(runs[0] or 0), int(runs[1] or 0)] != list(before.get("runs", [])):
+        old_runs = {z: int(r) for z, r in before["runs"].items()}
+        new_runs = _latest_runs(session, kind)
+        if point is not None or any(
+            old_runs.get(z) != r and (z not in old_runs or runs_differ(_points(session, old_runs[z], now),
+                                                                        _points(session, r, now)))
+            for z, r in new_runs.items()
+        ):
             out.append(kind)
     return out
 

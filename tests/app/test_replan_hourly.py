@@ -14,11 +14,13 @@ from app.services.freshness import replan_reason, valued_kinds
 from tests.app.test_planning_service import add_job, add_series
 
 
-def _forecast(session, now, kind: SeriesKind, *, status=ForecastRunStatus.SUCCEEDED) -> ForecastRun:
-    run = ForecastRun(zone="DE", kind=kind, model="lear", issued_at=now, status=status)
+def _forecast(session, issued, kind: SeriesKind, *, status=ForecastRunStatus.SUCCEEDED) -> ForecastRun:
+    """A run issued at ``issued`` forecasting 50 for a day 100 hours after the first hour of the test."""
+    run = ForecastRun(zone="DE", kind=kind, model="lear", issued_at=issued, status=status)
     session.add(run)
     session.flush()
-    session.add_all([ForecastPoint(run_id=run.id, ts=now + timedelta(hours=100 + k), value=50.0) for k in range(24)])
+    first = issued.replace(year=2030, month=1, day=1, hour=0)
+    session.add_all([ForecastPoint(run_id=run.id, ts=first + timedelta(hours=100 + k), value=50.0) for k in range(24)])
     session.commit()
     return run
 
@@ -60,6 +62,15 @@ def test_an_hourly_replan_runs_only_on_new_data_the_objective_weighs(session, se
     run.status = ForecastRunStatus.SUCCEEDED
     session.commit()
     assert replan.hourly_trigger(session, settings, now=later + timedelta(hours=1)) == "new-data:price"
+    replan.replan(session, settings, "hourly", now=later + timedelta(hours=1))
+    session.commit()
+    # the next refresh re-issues the same values (no new day of history yet): nothing to plan on
+    _forecast(session, later + timedelta(hours=1), SeriesKind.PRICE)
+    assert replan.hourly_trigger(session, settings, now=later + timedelta(hours=2)) is None
+    again = _forecast(session, later + timedelta(hours=2), SeriesKind.PRICE)
+    session.query(ForecastPoint).filter(ForecastPoint.run_id == again.id).update({"value": 49.0})
+    session.commit()
+    assert replan.hourly_trigger(session, settings, now=later + timedelta(hours=2)) == "new-data:price"
 
 
 def test_an_hourly_replan_runs_while_the_plan_leaves_work_out_or_work_ended(session, settings, small_fleet, now):

@@ -142,13 +142,22 @@ def test_the_replay_replans_at_the_services_interval_and_takes_the_runs_in_force
     assert closed_loop.run_issued(SeriesKind.CARBON_INTENSITY, at_one, hourly) == at_noon
     assert closed_loop.run_issued(SeriesKind.CARBON_INTENSITY, at_one + timedelta(minutes=10), hourly) == at_one
     assert closed_loop.run_issued(SeriesKind.CARBON_INTENSITY, at_one, (0, 6, 12, 18)) == at_noon
-    # what changes by 13:00: the next day's prices are published and a new price run is in force
-    before, after = closed_loop.seen_state(at_noon, hourly), closed_loop.seen_state(at_one, hourly)
-    assert before[SeriesKind.PRICE] == (DAY + timedelta(days=1), closed_loop.issue_of(DAY))
-    assert after[SeriesKind.PRICE][0] == DAY + timedelta(days=2)
-    assert closed_loop.nightly_state(closed_loop.issue_of(DAY)) == {
-        SeriesKind.PRICE: (DAY + timedelta(days=1), closed_loop.issue_of(DAY)),
-        SeriesKind.CARBON_INTENSITY: (None, closed_loop.issue_of(DAY))}
+    # what changes by 13:00: the next day's prices are published; a run re-issued with the same values is no change
+    idx = pd.date_range(DAY, periods=48, freq="h")
+    run = pd.DataFrame({"forecast": np.arange(48.0)}, index=idx)
+    runs = {("DE", SeriesKind.PRICE): run, ("DE", SeriesKind.CARBON_INTENSITY): run}
+    same = {("DE", SeriesKind.PRICE): run.copy(), ("DE", SeriesKind.CARBON_INTENSITY): run.copy()}
+    before, after = closed_loop.seen_state(at_noon, runs), closed_loop.seen_state(at_one, same)
+    assert before[SeriesKind.PRICE][0] == DAY + timedelta(days=1) and after[SeriesKind.PRICE][0] == DAY + timedelta(days=2)
+    assert before[SeriesKind.CARBON_INTENSITY][0] is None  # measured carbon: only past hours are published
+    assert closed_loop.changed_since(before, after, at_one) == [SeriesKind.PRICE]
+    other = run.copy()
+    other.iloc[:12] += 5.0  # differs only before 13:00: nothing ahead of the re-plan changed
+    assert closed_loop.changed_since(before, closed_loop.seen_state(at_noon, {**same, ("DE", SeriesKind.PRICE): other}),
+                                     at_one) == []
+    other.iloc[20] += 5.0
+    assert closed_loop.changed_since(before, closed_loop.seen_state(at_noon, {**same, ("DE", SeriesKind.PRICE): other}),
+                                     at_one) == [SeriesKind.PRICE]
 
 
 def _chain(objective: str):
@@ -169,8 +178,9 @@ def _chain(objective: str):
         built.append(t)
         return pb(seen_prices[0 if t < START + timedelta(hours=2) else 2])
 
-    def state_at(t):
-        return {SeriesKind.PRICE: (t >= START + timedelta(hours=2)), SeriesKind.CARBON_INTENSITY: t}
+    def state_at(t):  # prices published at slot 2; a carbon run with other values every hour
+        carbon = pd.Series([float(t.hour)] * 6, index=pd.date_range(START, periods=6, freq="h"))
+        return {SeriesKind.PRICE: (t >= START + timedelta(hours=2), {}), SeriesKind.CARBON_INTENSITY: (None, {"A": carbon})}
 
     def solve(p):
         return SOLVERS["gridshift"](p, SolveParams(time_limit_s=5, num_workers=1, random_seed=0))
@@ -192,3 +202,32 @@ def test_the_replay_skips_a_replan_where_nothing_the_objective_weighs_changed():
     assert {a.job_id: a.start_slot for a in nightly.assignments} == {"a": 0, "b": 2}
     _, every_hour, _ = _chain("carbon")
     assert [t for t, _ in every_hour.replans] == ["01:00", "02:00", "03:00"] and every_hour.skipped == 0
+
+
+def test_an_hourly_refresh_on_the_same_inputs_is_the_same_run_without_a_second_fit(monkeypatch, tmp_path):
+    from forecasting.models import get_model
+
+    monkeypatch.setattr(closed_loop, "DEFAULT_MODELS", {SeriesKind.PRICE: "naive_daily",
+                                                        SeriesKind.CARBON_INTENSITY: "naive_daily"})
+    fits: list[datetime] = []
+
+    class Counting:
+        def predict(self, hist, future, task):
+            fits.append(future.index[0])
+            return get_model("naive_daily").predict(hist, future, task)
+
+    monkeypatch.setattr(closed_loop, "get_model", lambda _name: Counting())
+    idx = pd.date_range(DAY - timedelta(days=60), DAY + timedelta(days=6), freq="h", inclusive="left")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({c: rng.uniform(50, 150, len(idx)) for c in
+                          ("price_eur_mwh", "carbon_intensity_g_per_kwh", "load_forecast_mw",
+                           "wind_solar_forecast_mw")}, index=idx)
+    kind = SeriesKind.CARBON_INTENSITY
+    runs = [closed_loop.cached_run({"FI": frame}, "FI", kind, DAY + timedelta(hours=h),
+                                   closed_loop.run_horizon(DAY + timedelta(hours=h), 4), tmp_path) for h in (1, 5, 14)]
+    # 01:00 and 05:00 see the same complete days and regressors: one fit; 14:00 sees the next day-ahead ones
+    assert len(fits) == 2 and len(list(tmp_path.glob("*.csv"))) == 3
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+    direct = closed_loop.forecast_run({"FI": frame}, "FI", kind, DAY + timedelta(hours=5),
+                                      closed_loop.run_horizon(DAY + timedelta(hours=5), 4))
+    pd.testing.assert_frame_equal(direct, runs[1])
