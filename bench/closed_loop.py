@@ -346,6 +346,14 @@ def run_issued(kind: SeriesKind, at: datetime, carbon_hours: tuple[int, ...]) ->
     return t
 
 
+def input_epoch(issued_at: datetime) -> tuple[datetime, bool]:
+    """What changes the inputs of a refresh at ``issued_at`` (``issue_frame``): the last complete day of history (its
+    end) and whether the next day's day-ahead values are published. Two refreshes of one epoch build the same frames
+    (tests/bench/test_closed_loop.py), so the replay fits the models once per epoch."""
+    day = issued_at.replace(hour=0, minute=0, second=0, microsecond=0)
+    return day, issued_at.hour >= ISSUE_HOUR
+
+
 def run_horizon(issued_at: datetime, days: int) -> int:
     """Hours a run issued at ``issued_at`` covers: through the horizon of the next day's nightly plan, so the price
     run issued at 13:00 on D is the cached run of D+1's nightly plan."""
