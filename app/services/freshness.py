@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from app.enums import TERMINAL_JOB_STATES, ForecastRunStatus, JobState, SeriesKind
@@ -74,11 +74,16 @@ def replan_reason(objective: str, changed: Iterable[SeriesKind], *, left_out: bo
 
 
 def _latest_runs(session: Session, kind: SeriesKind) -> dict[str, int]:
-    """Per zone the id of the newest succeeded forecast run of ``kind`` (the one whose points win, ``series``)."""
-    rows = session.execute(select(ForecastRun.zone, ForecastRun.id).where(
-        ForecastRun.kind == kind, ForecastRun.status == ForecastRunStatus.SUCCEEDED)
-        .order_by(ForecastRun.zone, ForecastRun.issued_at, ForecastRun.id))
-    return {zone: int(run_id) for zone, run_id in rows}  # the last row of each zone wins
+    """Per zone the id of the newest succeeded forecast run of ``kind`` (the one whose points win, ``series``): one
+    row per zone, on the (zone, kind, issued_at) index, however many runs are kept."""
+    ok = (ForecastRun.kind == kind, ForecastRun.status == ForecastRunStatus.SUCCEEDED)
+    newest = (select(ForecastRun.zone, func.max(ForecastRun.issued_at).label("at")).where(*ok)
+              .group_by(ForecastRun.zone).subquery())
+    rows = session.execute(
+        select(ForecastRun.zone, func.max(ForecastRun.id)).where(*ok)
+        .join(newest, and_(ForecastRun.zone == newest.c.zone, ForecastRun.issued_at == newest.c.at))
+        .group_by(ForecastRun.zone))
+    return {zone: int(run_id) for zone, run_id in rows}
 
 
 def data_seen(session: Session) -> dict[str, Any]:
