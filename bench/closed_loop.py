@@ -18,7 +18,9 @@ The module holds no network or database access; ``plan_bench.py`` drives it.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,10 +31,12 @@ from threadpoolctl import threadpool_limits
 
 from app.config import Settings
 from app.enums import SERIES_UNITS, SeriesKind, WorkloadClass
+from app.schedule import beat_schedule
 from app.services.fleet import FleetSnapshot, HardwareInfo, ProfileInfo, RegionInfo
 from app.services.forecasts import DEFAULT_MODELS, HISTORY_DAYS, REGRESSORS
+from app.services.freshness import replan_reason, runs_differ
 from app.services.job_values import JobValues
-from app.services.planning import grid_at, objective_of, to_opt_job
+from app.services.planning import FINAL_REASONS, grid_at, objective_of, to_opt_job
 from app.services.series import PUBLISHED, RUN_FORECAST, HourlyValue, choose_points, values_at
 from bench.plan_workload import BUSY, Spec
 from forecasting.frame import issue_frame
@@ -40,10 +44,11 @@ from forecasting.models import get_model
 from forecasting.sources import read_harmonized
 from forecasting.sources.harmonized import CARBON_NEIGHBOURS
 from forecasting.task import ForecastTask
-from optimizer import HardwareType, Problem, Region
+from optimizer import HardwareType, Plan, Problem, Region, check_plan
 from optimizer.residual import residual_problem
 from optimizer.scenarios import Quantiles, Uncertain
 
+CARBON_REFRESH_MINUTE = 5  # app.schedule's carbon-forecast entry runs at :05; its run is in force after that
 ISSUE_HOUR = 13  # forecasts are issued at 13:00 UTC, after the day-ahead auction's results (~12:45 CET)
 CACHE = Path(__file__).resolve().parent / ".cache" / "closed_loop"
 KINDS = (SeriesKind.PRICE, SeriesKind.CARBON_INTENSITY)
@@ -101,9 +106,9 @@ def _known(frame: pd.DataFrame, kind: SeriesKind, start: datetime, at: datetime)
     return s.rename(kind.value)
 
 
-def forecast_run(frames: dict[str, pd.DataFrame], zone: str, kind: SeriesKind, issued_at: datetime,
-                 horizon_hours: int) -> pd.DataFrame:
-    """One forecast run as the service's refresh computes it at ``issued_at``: columns forecast, q10, q50, q90."""
+def run_inputs(frames: dict[str, pd.DataFrame], zone: str, kind: SeriesKind, issued_at: datetime,
+               horizon_hours: int) -> tuple[pd.DataFrame, pd.DataFrame, ForecastTask]:
+    """What the service's refresh at ``issued_at`` feeds the model: history and future frames, and the task."""
     start = issued_at - timedelta(days=HISTORY_DAYS[kind])
     frame = frames[zone]
     cols = {kind.value: _known(frame, kind, start, issued_at)}
@@ -113,20 +118,46 @@ def forecast_run(frames: dict[str, pd.DataFrame], zone: str, kind: SeriesKind, i
         for other in CARBON_NEIGHBOURS.get(zone, ()):
             cols[f"{SeriesKind.PRICE.value}@{other}"] = _known(frames[other], SeriesKind.PRICE, start, issued_at)
     hist, future, _ = issue_frame(cols, pd.Timestamp(issued_at), horizon_hours, name=f"{zone} {kind.value}")
-    task = ForecastTask(kind.value, tuple(future.columns))
+    return hist, future, ForecastTask(kind.value, tuple(future.columns))
+
+
+def forecast_run(frames: dict[str, pd.DataFrame], zone: str, kind: SeriesKind, issued_at: datetime,
+                 horizon_hours: int) -> pd.DataFrame:
+    """One forecast run as the service's refresh computes it at ``issued_at``: columns forecast, q10, q50, q90."""
+    hist, future, task = run_inputs(frames, zone, kind, issued_at, horizon_hours)
     with threadpool_limits(limits=1):
         return get_model(DEFAULT_MODELS[kind]).predict(hist, future, task)
 
 
+_SAME_INPUTS: dict[str, pd.DataFrame] = {}  # this process's runs by their inputs (see cached_run)
+
+
+def _inputs_key(kind: SeriesKind, hist: pd.DataFrame, future: pd.DataFrame) -> str:
+    digest = hashlib.sha1(f"{kind.value}|{DEFAULT_MODELS[kind]}|{list(hist.columns)}|{list(future.columns)}".encode())
+    for part in (hist, future):
+        digest.update(pd.util.hash_pandas_object(part, index=True).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
 def cached_run(frames: dict[str, pd.DataFrame], zone: str, kind: SeriesKind, issued_at: datetime,
                horizon_hours: int, cache: Path = CACHE) -> pd.DataFrame:
-    """:func:`forecast_run`, read from ``cache`` when computed before."""
+    """:func:`forecast_run`, read from ``cache`` when computed before. A run whose inputs are those of a run this
+    process made already (the hourly carbon refresh: the history ends at the last complete day and the regressors
+    change once a day) is that run, without fitting the models again."""
     path = cache / cache_key(zone, kind, DEFAULT_MODELS[kind], issued_at, horizon_hours)
     if path.exists():
         return pd.read_csv(path, index_col=0, parse_dates=[0])
-    out = forecast_run(frames, zone, kind, issued_at, horizon_hours)
+    hist, future, task = run_inputs(frames, zone, kind, issued_at, horizon_hours)
+    key = f"{zone}|{_inputs_key(kind, hist, future)}"
+    out = _SAME_INPUTS.get(key)
+    if out is None:
+        with threadpool_limits(limits=1):
+            out = get_model(DEFAULT_MODELS[kind]).predict(hist, future, task)
+        if len(_SAME_INPUTS) > 256:
+            _SAME_INPUTS.clear()
+        _SAME_INPUTS[key] = out
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     out.to_csv(tmp)
     tmp.replace(path)  # a run killed half-way leaves no half-written entry
     return out
@@ -278,3 +309,127 @@ def replan_curves(realised: dict[SeriesKind, pd.DataFrame], runs: dict[tuple[str
             known = actual[actual.index < published_by(kind, at)]
             out[kind][zone] = slot_curve(known, runs[(zone, kind)]["forecast"], slot_starts, kind, issued_at)
     return out
+
+
+# --- the service's re-plans through the day (app.schedule's beat, app.services.freshness's decision) --------------
+
+
+def replan_times(settings: Settings, day: datetime) -> list[datetime]:
+    """When the service re-plans during ``day`` after its nightly plan: beat's ``replan`` entry, every
+    ``settings.replan_interval_s`` (counted from the nightly plan), up to the next nightly plan."""
+    every = beat_schedule(settings)["replan"]["schedule"]
+    out, t = [], day + every
+    while t < day + timedelta(days=1):
+        out.append(t)
+        t += every
+    return out
+
+
+def carbon_refreshes(settings: Settings, every_h: int = 0) -> tuple[int, ...]:
+    """UTC hours at whose minute ``m`` beat's ``carbon-forecast`` entry refreshes the carbon forecasts (every hour at
+    :05 by default); ``every_h`` > 0 keeps every ``every_h``-th of them only (a cheaper replay, not the service)."""
+    hours = sorted(beat_schedule(settings)["carbon-forecast"]["schedule"].hour)
+    return tuple(h for h in hours if every_h <= 1 or h % every_h == 0)
+
+
+def run_issued(kind: SeriesKind, at: datetime, carbon_hours: tuple[int, ...]) -> datetime:
+    """Issue time of the forecast run in force at ``at``: prices once a day at ``ISSUE_HOUR``; carbon at the latest
+    refresh hour before ``at`` (a refresh at h:05 sees what was published by h:00, so it is issued as of h:00, and is
+    in force from the next full hour on)."""
+    if kind is SeriesKind.PRICE:
+        day = at.replace(hour=0, minute=0, second=0, microsecond=0)
+        return day + timedelta(hours=ISSUE_HOUR) - (timedelta(days=1) if at.hour < ISSUE_HOUR else timedelta(0))
+    late = at.minute > CARBON_REFRESH_MINUTE
+    t = at.replace(minute=0, second=0, microsecond=0) - (timedelta(0) if late else timedelta(hours=1))
+    while t.hour not in carbon_hours:
+        t -= timedelta(hours=1)
+    return t
+
+
+def input_epoch(issued_at: datetime) -> tuple[datetime, bool]:
+    """What changes the inputs of a refresh at ``issued_at`` (``issue_frame``): the last complete day of history (its
+    end) and whether the next day's day-ahead values are published. Two refreshes of one epoch build the same frames
+    (tests/bench/test_closed_loop.py), so the replay fits the models once per epoch."""
+    day = issued_at.replace(hour=0, minute=0, second=0, microsecond=0)
+    return day, issued_at.hour >= ISSUE_HOUR
+
+
+def run_horizon(issued_at: datetime, days: int) -> int:
+    """Hours a run issued at ``issued_at`` covers: through the horizon of the next day's nightly plan, so the price
+    run issued at 13:00 on D is the cached run of D+1's nightly plan."""
+    day = issued_at.replace(hour=0, minute=0, second=0, microsecond=0)
+    return int((day + timedelta(days=1 + days) - issued_at) / timedelta(hours=1))
+
+
+def seen_state(at: datetime, runs: dict[tuple[str, SeriesKind], pd.DataFrame]) -> dict[SeriesKind, tuple]:
+    """What a plan at ``at`` plans on, per series: the end of the published values that lie ahead (None when only
+    past hours are published, as for measured carbon) and each zone's forecast run in force (``runs``)."""
+    return {k: (published_by(k, at) if published_by(k, at) > at else None,
+                {z: run["forecast"] for (z, kind), run in runs.items() if kind is k}) for k in KINDS}
+
+
+def nightly_state(issued_at: datetime, runs: dict[tuple[str, SeriesKind], pd.DataFrame]) -> dict[SeriesKind, tuple]:
+    """:func:`seen_state` of the nightly plan: what was published at ``issued_at``, and its runs issued then."""
+    return seen_state(issued_at, runs)
+
+
+def changed_since(before: dict[SeriesKind, tuple], now: dict[SeriesKind, tuple], at: datetime) -> list[SeriesKind]:
+    """Series whose values for the slots from ``at`` on differ between two :func:`seen_state`: more published
+    values, or a run in force with other values (``freshness.runs_differ``, the service's comparison)."""
+    def ahead(series: pd.Series) -> dict:
+        return {t: float(v) for t, v in series[series.index >= at].dropna().items()}
+
+    out = []
+    for k in KINDS:
+        (end0, runs0), (end1, runs1) = before[k], now[k]
+        if end0 != end1 or runs0.keys() != runs1.keys() or any(
+                runs0[z] is not runs1[z] and runs_differ(ahead(runs0[z]), ahead(runs1[z])) for z in runs1):
+            out.append(k)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """The nightly plan after the day's re-plans: the plan settled, and what the re-plans did."""
+
+    plan: Combined
+    replans: tuple[tuple[str, str], ...]  # (time, reason) of each re-plan made
+    skipped: int  # re-plans the service would skip: nothing it plans on changed
+    kept_current: int  # re-plans whose result was worse than the current plan of the same jobs (that one stayed)
+    open_jobs: int  # jobs not started by the first re-plan (0: none made)
+
+
+def replan_chain(objective: str, nightly: Plan | Combined, start: datetime, nightly_seen: dict, times: list[datetime],
+                 state_at, problem_at, solve, value_on) -> Chain:
+    """The nightly plan re-planned at each of ``times`` where the service would re-plan (``freshness.replan_reason``
+    on the series the objective weighs and the jobs left out); work started before a re-plan keeps its placement.
+
+    ``state_at(t)``: :func:`seen_state` (``nightly_seen`` that of the nightly plan); ``problem_at(t)``: the Problem on the curves seen at ``t``; ``solve``: the
+    planner; ``value_on(problem, plan)``: a plan's objective value on a problem. A re-plan that leaves more jobs out,
+    or is worse on what is seen than the current plan of the same jobs, is not taken (the service keeps its current
+    plan when a new one fails; a short solve sometimes leaves jobs not solved).
+    """
+    current = Combined(tuple(nightly.assignments), tuple(nightly.unplanned))
+    last, made, skipped, kept_current, open_jobs = nightly_seen, [], 0, 0, 0
+    for t in times:
+        state = state_at(t)
+        left_out = any(u.reason not in FINAL_REASONS for u in current.unplanned)
+        why = replan_reason(objective, changed_since(last, state, t), left_out=left_out)
+        if why is None:
+            skipped += 1
+            continue
+        last = state
+        problem = problem_at(t)
+        at_slot = int((t - start) / timedelta(minutes=problem.slot_minutes))
+        rest, kept = replan_problem(problem, current, at_slot)
+        open_jobs = open_jobs or len(rest.jobs)
+        again = solve(rest)
+        ids = {j.job_id for j in rest.jobs}
+        before = Combined(tuple(a for a in current.assignments if a.job_id in ids),
+                          tuple(u for u in current.unplanned if u.job_id in ids))
+        if (not check_plan(rest, again, allow_late=False).ok or len(again.unplanned) > len(before.unplanned)
+                or value_on(rest, again) > value_on(rest, before)):
+            again, kept_current = before, kept_current + 1
+        current = Combined(kept + tuple(again.assignments), tuple(again.unplanned))
+        made.append((f"{t:%H:%M}", why))
+    return Chain(current, tuple(made), skipped, kept_current, open_jobs)

@@ -15,22 +15,29 @@ import random
 import sys
 import time
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 from app.config import Settings
 from bench.closed_loop import (
     KINDS,
-    Combined,
     cached_run,
+    carbon_refreshes,
     day_curves,
     finite,
     fleet_of,
     horizon_of,
+    input_epoch,
     issue_of,
+    nightly_state,
     read_frames,
+    replan_chain,
     replan_curves,
-    replan_problem,
+    replan_times,
+    run_horizon,
+    run_issued,
     saving_captured,
+    seen_state,
     service_problem,
 )
 from bench.plan_bench import realised_totals
@@ -41,8 +48,9 @@ from optimizer.scenarios import Uncertain, choose_plan, risk_adjusted, scenario_
 from optimizer.scenarios import plan_value as value_on
 
 OBJECTIVES = ("cost", "carbon")
-POLICIES = ("run_now", "perfect", "naive", "production", "replan", "risk", "chosen")
-REPLAN_HOUR = 13  # the re-plan of the plan's day: the next day's prices and the morning's carbon are published
+POLICIES = ("run_now", "perfect", "naive", "production", "replan", "replan_once", "risk", "chosen")
+REPLANS = ("replan", "replan_once")
+REPLAN_HOUR = 13  # replan_once: the next day's prices and the morning's carbon are published
 _STATE: dict = {}
 
 
@@ -106,9 +114,54 @@ def replay_day(d: int) -> tuple[int, dict | None]:
     return d, out
 
 
+def _seen(curves: dict) -> tuple[dict, dict]:
+    return curves[KINDS[0]], curves[KINDS[1]]
+
+
+def _problem_at(base, specs, fleet, settings, objective, frames, slots, issued, runs_of):
+    """``t -> Problem`` on the curves seen at ``t`` (published by then, else the forecast runs ``runs_of(t)``)."""
+    def at(t):
+        return service_problem(base, specs, fleet, settings, objective,
+                               *_seen(replan_curves(frames, runs_of(t), slots, t, issued)))
+
+    return at
+
+
+def _runs_in_force(args, runs: dict, issued, out: dict):
+    """The forecast runs in force at a time of the plan's day, computed (or read from the cache) when first needed;
+    a refresh that fails leaves the last good run in force, as in the service."""
+    carbon_hours = carbon_refreshes(Settings(), args.carbon_refresh_h)
+    made: dict = {(z, k, issued): r for (z, k), r in runs.items()}
+    out.setdefault("replan_forecast_s", 0.0)
+
+    def at(t) -> dict:
+        t0 = time.perf_counter()
+        now = {}
+        for (z, k), nightly in runs.items():
+            when = run_issued(k, t, carbon_hours)
+            while (z, k, when) not in made:
+                same = [w for (zz, kk, w) in made if zz == z and kk == k and input_epoch(w) == input_epoch(when)]
+                if same:  # a refresh on the inputs of one already made is that run (cached_run hashes to the same)
+                    made[(z, k, when)] = made[(z, k, same[0])]
+                    continue
+                try:
+                    made[(z, k, when)] = cached_run(_STATE["frames"], z, k, when, run_horizon(when, args.days),
+                                                    Path(args.cache))
+                except ForecastInputError:  # the refresh fails: the run before it stays in force
+                    earlier = [w for (zz, kk, w) in made if zz == z and kk == k and w < when]
+                    made[(z, k, when)] = made[(z, k, max(earlier))] if earlier else nightly
+            now[(z, k)] = made[(z, k, when)]
+        out["replan_forecast_s"] = round(out["replan_forecast_s"] + time.perf_counter() - t0, 1)
+        return now
+
+    return at
+
+
 def _plan_day(args, out, base, specs, fleet, settings, real, plan_curves, naive, uncertain, runs, slots, issued,
               price, carbon, start) -> None:
     params = SolveParams(args.time_limit, args.workers, args.seed, rins=not args.no_rins)
+    runs_at = _runs_in_force(args, runs, issued, out)
+    realised_frames = {KINDS[0]: price, KINDS[1]: carbon}
     for name in OBJECTIVES:
         realised = service_problem(base, specs, fleet, settings, name, real[KINDS[0]], real[KINDS[1]])
         on_forecast = service_problem(base, specs, fleet, settings, name, plan_curves[KINDS[0]],
@@ -122,32 +175,26 @@ def _plan_day(args, out, base, specs, fleet, settings, real, plan_curves, naive,
             "production": (SOLVERS["gridshift"](on_forecast, params), on_forecast),
             "risk": (SOLVERS["gridshift"](on_risk, params), on_risk),
         }
-        # re-plan at 13:00: the next day's prices and the morning's carbon replace their forecasts; started work stays
-        seen = replan_curves({KINDS[0]: price, KINDS[1]: carbon}, runs, slots, start + timedelta(hours=REPLAN_HOUR),
-                             issued)
-        on_seen = service_problem(base, specs, fleet, settings, name, seen[KINDS[0]], seen[KINDS[1]])
-        rest, kept = replan_problem(on_seen, plans["production"][0], REPLAN_HOUR)
-        again = SOLVERS["gridshift"](rest, params)
-        checked = check_plan(rest, again, allow_late=False).ok
         nightly = plans["production"][0]
-        ids = {j.job_id for j in rest.jobs}
-        before = Combined(tuple(a for a in nightly.assignments if a.job_id in ids),
-                          tuple(u for u in nightly.unplanned if u.job_id in ids))
-        # keep the nightly plan of the rest unless the re-plan places as many jobs and is better on what is seen now
-        # (the service keeps its current plan when a new one fails; a 2 s re-plan sometimes leaves jobs not solved)
-        if not checked or len(again.unplanned) > len(before.unplanned) or value_on(rest, again) > value_on(rest, before):
-            again, checked, kept_nightly = before, True, True
-        else:
-            kept_nightly = False
-        plans["replan"] = (Combined(kept + tuple(again.assignments), tuple(again.unplanned)), None)
-        moved = _moved(nightly, again)
+        problem_at = partial(_problem_at, base, specs, fleet, settings, name, realised_frames, slots, issued)
+        solve = partial(SOLVERS["gridshift"], params=params)
+        # the service's re-plans through the day (app.schedule's cadence, skipped where nothing changed)
+        chain = replan_chain(name, nightly, start, nightly_state(issued, runs), replan_times(settings, start),
+                             lambda t: seen_state(t, runs_at(t)), problem_at(runs_at), solve, value_on)
+        # replan_once (before the service's cadence): one re-plan at 13:00, on the nightly plan's forecast runs
+        at13 = start + timedelta(hours=REPLAN_HOUR)
+        once = replan_chain(name, nightly, start, {k: (None, {}) for k in KINDS}, [at13],
+                            lambda t: seen_state(t, runs), problem_at(lambda _t: runs), solve, value_on)
+        plans["replan"], plans["replan_once"] = (chain.plan, None), (once.plan, None)
         pick, _ = choose_plan({"production": plans["production"][0], "risk": plans["risk"][0]},
-                                   scenario_problems(on_forecast, uncertain), args.risk_weight)
+                              scenario_problems(on_forecast, uncertain), args.risk_weight)
         plans["chosen"] = plans[pick]
         rows = {p: _row(realised, plan, pb) for p, (plan, pb) in plans.items()}
         rows["chosen"]["pick"] = pick
-        rows["replan"].update(checked=checked, kept=len(kept), moved=moved, replanned=len(rest.jobs),
-                              kept_nightly=kept_nightly)
+        for p, c in (("replan", chain), ("replan_once", once)):
+            rows[p].update(replans=len(c.replans), skipped=c.skipped, kept_current=c.kept_current,
+                           replanned=c.open_jobs, moved=_moved(nightly, c.plan),
+                           at=[f"{t} {why}" for t, why in c.replans])
         out[name] = rows
 
 
@@ -186,12 +233,13 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
                   for p in POLICIES} for o in OBJECTIVES}
     monthly: dict[str, dict] = {}
     picks: dict[str, int] = {}
-    moves = {o: {"replanned": 0, "moved": 0, "kept_nightly": 0} for o in OBJECTIVES}
+    moves = {o: {p: dict.fromkeys(("replans", "skipped", "kept_current", "replanned", "moved"), 0)
+                 for p in REPLANS} for o in OBJECTIVES}
     for r in good.values():
         for o in OBJECTIVES:
-            moves[o]["replanned"] += r[o]["replan"].get("replanned", 0)
-            moves[o]["moved"] += r[o]["replan"].get("moved", 0)
-            moves[o]["kept_nightly"] += bool(r[o]["replan"].get("kept_nightly", False))
+            for p in REPLANS:
+                for key in moves[o][p]:
+                    moves[o][p][key] += int(r[o][p].get(key, 0))
         month = r["day"][:7]
         for o in OBJECTIVES:
             for p in POLICIES:
@@ -219,17 +267,23 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
             c = captured[o].get(p)
             print(f"{o:<8} {p:<11} {t['cost']:>11.0f} {t['carbon_kg']:>11.0f} {t['deadline_misses']:>7d} "
                   f"{'' if c is None else f'{c:.3f}':>9} {t['unchecked']:>9d}")
-    print("Saving captured per month (cost objective | carbon objective): naive, production, replan, risk")
+    shown = ("naive", "production", "replan_once", "replan", "risk")
+    print(f"Saving captured per month (cost objective | carbon objective): {', '.join(shown)}")
     month_rows = {}
     for month, m in sorted(monthly.items()):
         row = {o: {p: saving_captured(m[o]["run_now"], m[o][p], m[o]["perfect"])
-                   for p in ("naive", "production", "replan", "risk", "chosen")} for o in OBJECTIVES}
+                   for p in (*shown, "chosen")} for o in OBJECTIVES}
         month_rows[month] = row
-        f = [_fmt(row[o][p]) for o in OBJECTIVES for p in ("naive", "production", "replan", "risk")]
-        print(f"  {month}  {f[0]:>6} {f[1]:>6} {f[2]:>6} {f[3]:>6} | {f[4]:>6} {f[5]:>6} {f[6]:>6} {f[7]:>6}")
+        f = [f"{_fmt(row[o][p]):>6}" for o in OBJECTIVES for p in shown]
+        print(f"  {month}  {' '.join(f[:len(shown)])} | {' '.join(f[len(shown):])}")
     if errors:
         print(f"planner errors (days not counted): {errors}")
-    print(f"chooser picks: {picks}; re-plans at {REPLAN_HOUR}:00 moved {moves}")
+    print(f"chooser picks: {picks}")
+    for o in OBJECTIVES:
+        for p in REPLANS:
+            print(f"  {o:<7} {p:<12} re-plans {moves[o][p]['replans']:>5} (skipped {moves[o][p]['skipped']}, "
+                  f"kept current {moves[o][p]['kept_current']}), moved {moves[o][p]['moved']} of "
+                  f"{moves[o][p]['replanned']} jobs not started by the first")
     return {
         "mode": "closed_loop",
         "replay_days": len(good),
@@ -247,6 +301,9 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
         "replan_moves": moves,
         "replan_saving_captured": captured["cost"]["replan"],
         "replan_carbon_saving_captured": captured["carbon"]["replan"],
+        "replan_once_saving_captured": captured["cost"]["replan_once"],
+        "replan_once_carbon_saving_captured": captured["carbon"]["replan_once"],
+        "carbon_refresh_h": getattr(args, "carbon_refresh_h", 0),
         "saving_captured": captured["cost"]["production"],
         "carbon_saving_captured": captured["carbon"]["production"],
         "naive_saving_captured": captured["cost"]["naive"],

@@ -429,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
         "own forecasts (production; bench/closed_loop.py), reported beside naive and perfect",
     )
     ap.add_argument("--day-step", type=int, default=1, help="production replay: every N-th day only")
+    ap.add_argument("--carbon-refresh-h", type=int, default=0,
+                    help="production replay: carbon forecasts re-issued every N hours through the day (0: as beat's "
+                         "carbon-forecast entry, every hour; more is cheaper and not the service)")
     ap.add_argument("--risk-weight", type=float, default=0.5,
                     help="production replay: weight of the q10-q90 spread in the risk-adjusted plan (optimizer.scenarios)")
     ap.add_argument("--cache", default=str(Path(__file__).resolve().parent / ".cache" / "closed_loop"),

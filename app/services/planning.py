@@ -49,6 +49,7 @@ from app.services.assignments import (
 )
 from app.services.audit import last_entry
 from app.services.fleet import FleetSnapshot, lowest_budget_kw, snapshot
+from app.services.freshness import data_seen
 from app.services.job_states import set_state
 from app.services.job_values import JobValues, minutes_to_slots
 from app.services.series import slot_values
@@ -268,6 +269,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
     phase = on_phase or (lambda _name: None)
     phase("problem")
     audit_seen = last_entry(session)  # before the fleet is read: a fleet change after it re-plans (replan.fleet_changed)
+    seen = data_seen(session)  # before the data is read: what arrives after it makes the hourly re-plan run (freshness)
     open_jobs = list(session.scalars(select(Job).where(Job.state.in_(OPEN_STATES)).order_by(Job.id)))
     # fair share, quotas and budgets per tenant (app.services.tenancy); jobs over the queue quota wait
     tenants = planning_tenants(session, open_jobs, now=now, horizon_end=now + timedelta(hours=horizon_hours))
@@ -352,7 +354,7 @@ def plan_fleet(session: Session, settings: Settings, *, now: datetime, horizon_h
         job.state_reason = message
     # the plan's head keeps its job counts after the retention clean-up deletes its rows (plan_history.prune)
     record.stats = {**stats, "currency": problem.currency, "jobs": {"assigned": n_assigned, "unplanned": n_unplanned},
-                    "audit_seen": audit_seen}
+                    "audit_seen": audit_seen, "data_seen": seen}
     session.flush()
     return PlanRecord(record.id, status, plan.objective, plan.best_bound, plan.gap_pct, n_assigned, n_unplanned,
                       trigger)

@@ -14,6 +14,7 @@ from app.enums import JobState
 from app.models import Job
 from app.services.assignments import current_plan
 from app.services.audit import fleet_changed_since
+from app.services.freshness import hourly_reason
 
 #: Key of the PostgreSQL transaction-level advisory lock held while a plan is computed and stored.
 PLAN_LOCK_KEY = 0x67726964  # "grid"
@@ -66,6 +67,18 @@ def new_work_trigger(session: Session) -> str | None:
     if fleet_changed(session):
         return "fleet-change"
     return None
+
+
+def hourly_trigger(session: Session, settings: Settings, *, now: datetime | None = None) -> str | None:
+    """Why the hourly re-plan should run now, or None when it would plan the same problem on the same data.
+
+    Jobs submitted or fleet changes since the current plan (:func:`new_work_trigger`), then what the current plan
+    read against what is stored now (``freshness.hourly_reason``: new prices or forecasts the objective weighs, work
+    that ended, jobs the plan left out, another objective). Without any of those a re-plan would solve the problem
+    the current plan solved, on the same values, one hour later: the current plan stands.
+    """
+    return new_work_trigger(session) or hourly_reason(session, settings.objective, current_plan(session),
+                                                      now or utcnow())
 
 
 def replan_new_work(session: Session, settings: Settings, *, now: datetime | None = None):  # type: ignore[no-untyped-def]

@@ -40,8 +40,17 @@ def nightly() -> dict[str, Any]:
 
 @shared_task(name=REPLAN, ignore_result=True)
 def replan(trigger: str = "hourly") -> dict[str, Any]:
-    """Re-plan work that has not started (hourly, after a dispatch failure, or on request)."""
-    return run_planning(db_session(), settings(), trigger)
+    """Re-plan work that has not started (hourly, after a dispatch failure, or on request).
+
+    The hourly one runs only when something it plans on changed (``replan.hourly_trigger``); else it is skipped.
+    """
+    session, cfg = db_session(), settings()
+    if trigger == "hourly":
+        why = replan_service.hourly_trigger(session, cfg)
+        session.rollback()  # ends the check's read transaction
+        if why is None:
+            return {"trigger": trigger, "skipped": "nothing new since the current plan"}
+    return run_planning(session, cfg, trigger)
 
 
 @shared_task(name="gridshift.plan.new_work", ignore_result=True)

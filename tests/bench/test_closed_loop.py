@@ -12,6 +12,7 @@ import pytest
 from app.enums import SeriesKind
 from bench import closed_loop
 from bench.closed_loop import cache_key, published_by, saving_captured, slot_curve
+from tests.optimizer.conftest import START
 
 DAY = datetime(2022, 3, 10, tzinfo=UTC)
 
@@ -122,3 +123,113 @@ def test_a_replan_keeps_started_work_and_places_the_rest_from_its_hour():
     assert reg.base_kw_at(0) == pytest.approx(0.7) and reg.base_kw_at(2) == 0.0
     again = SOLVERS["gridshift"](rest, SolveParams(time_limit_s=5, num_workers=1, random_seed=0))
     assert again.assignments[0].start_slot == 2  # the earliest the GPU is free again
+
+
+def test_the_replay_replans_at_the_services_interval_and_takes_the_runs_in_force():
+    from app.config import Settings
+
+    assert closed_loop.replan_times(Settings(), DAY) == [DAY + timedelta(hours=h) for h in range(1, 24)]
+    assert closed_loop.replan_times(Settings(replan_interval_s=7200.0), DAY)[:2] == [DAY + timedelta(hours=2),
+                                                                                   DAY + timedelta(hours=4)]
+    hourly = closed_loop.carbon_refreshes(Settings())
+    assert hourly == tuple(range(24))  # app.schedule: carbon forecasts at :05 of every hour
+    # prices: the run of 13:00 the day before until today's auction, then today's (the next nightly plan's run)
+    at_noon, at_one = DAY + timedelta(hours=12), DAY + timedelta(hours=13)
+    assert closed_loop.run_issued(SeriesKind.PRICE, at_noon, hourly) == closed_loop.issue_of(DAY)
+    assert closed_loop.run_issued(SeriesKind.PRICE, at_one, hourly) == closed_loop.issue_of(DAY + timedelta(days=1))
+    assert closed_loop.run_horizon(at_one, 4) == closed_loop.horizon_of(DAY + timedelta(days=1), 4)
+    # carbon: the refresh at 12:05 is in force at 13:00, the one at 13:05 only after it
+    assert closed_loop.run_issued(SeriesKind.CARBON_INTENSITY, at_one, hourly) == at_noon
+    assert closed_loop.run_issued(SeriesKind.CARBON_INTENSITY, at_one + timedelta(minutes=10), hourly) == at_one
+    assert closed_loop.run_issued(SeriesKind.CARBON_INTENSITY, at_one, (0, 6, 12, 18)) == at_noon
+    # what changes by 13:00: the next day's prices are published; a run re-issued with the same values is no change
+    idx = pd.date_range(DAY, periods=48, freq="h")
+    run = pd.DataFrame({"forecast": np.arange(48.0)}, index=idx)
+    runs = {("DE", SeriesKind.PRICE): run, ("DE", SeriesKind.CARBON_INTENSITY): run}
+    same = {("DE", SeriesKind.PRICE): run.copy(), ("DE", SeriesKind.CARBON_INTENSITY): run.copy()}
+    before, after = closed_loop.seen_state(at_noon, runs), closed_loop.seen_state(at_one, same)
+    assert before[SeriesKind.PRICE][0] == DAY + timedelta(days=1) and after[SeriesKind.PRICE][0] == DAY + timedelta(days=2)
+    assert before[SeriesKind.CARBON_INTENSITY][0] is None  # measured carbon: only past hours are published
+    assert closed_loop.changed_since(before, after, at_one) == [SeriesKind.PRICE]
+    other = run.copy()
+    other.iloc[:12] += 5.0  # differs only before 13:00: nothing ahead of the re-plan changed
+    assert closed_loop.changed_since(before, closed_loop.seen_state(at_noon, {**same, ("DE", SeriesKind.PRICE): other}),
+                                     at_one) == []
+    other.iloc[20] += 5.0
+    assert closed_loop.changed_since(before, closed_loop.seen_state(at_noon, {**same, ("DE", SeriesKind.PRICE): other}),
+                                     at_one) == [SeriesKind.PRICE]
+
+
+def _chain(objective: str):
+    """A 6-slot day: carbon forecasts re-issued every slot, prices published at slot 2; job "b" becomes cheaper to run
+    from slot 2 on once the prices are seen."""
+    from optimizer import SOLVERS, SolveParams
+    from optimizer.scenarios import plan_value
+    from tests.optimizer.conftest import job, problem, region
+
+    def pb(prices):
+        return problem([region("A", prices, gpus=1, budget_kw=100.0)],
+                       [job("a", dur=2, n_slots=6), job("b", dur=2, n_slots=6)])
+
+    seen_prices = {0: [10, 20, 30, 40, 50, 60], 2: [10, 20, 90, 5, 5, 90]}
+    built: list[datetime] = []
+
+    def problem_at(t):
+        built.append(t)
+        return pb(seen_prices[0 if t < START + timedelta(hours=2) else 2])
+
+    def state_at(t):  # prices published at slot 2; a carbon run with other values every hour
+        carbon = pd.Series([float(t.hour)] * 6, index=pd.date_range(START, periods=6, freq="h"))
+        return {SeriesKind.PRICE: (t >= START + timedelta(hours=2), {}), SeriesKind.CARBON_INTENSITY: (None, {"A": carbon})}
+
+    def solve(p):
+        return SOLVERS["gridshift"](p, SolveParams(time_limit_s=5, num_workers=1, random_seed=0))
+
+    nightly = solve(pb(seen_prices[0]))
+    times = [START + timedelta(hours=h) for h in (1, 2, 3)]
+    out = closed_loop.replan_chain(objective, nightly, START, state_at(START), times, state_at, problem_at, solve,
+                                   plan_value)
+    return nightly, out, built
+
+
+def test_the_replay_skips_a_replan_where_nothing_the_objective_weighs_changed():
+    nightly, out, built = _chain("cost")
+    # carbon forecasts re-issued every hour do not move a cost plan: one re-plan, when the prices are published
+    assert out.replans == (("02:00", "new-data:price"),) and out.skipped == 2
+    assert [t.hour for t in built] == [2]  # no problem was built (no forecast computed) for the skipped hours
+    starts = {a.job_id: a.start_slot for a in out.plan.assignments}
+    assert starts == {"a": 0, "b": 3}  # "a" started at slot 0 and stays; "b" moves to the newly cheap slots
+    assert {a.job_id: a.start_slot for a in nightly.assignments} == {"a": 0, "b": 2}
+    _, every_hour, _ = _chain("carbon")
+    assert [t for t, _ in every_hour.replans] == ["01:00", "02:00", "03:00"] and every_hour.skipped == 0
+
+
+def test_an_hourly_refresh_on_the_same_inputs_is_the_same_run_without_a_second_fit(monkeypatch, tmp_path):
+    from forecasting.models import get_model
+
+    monkeypatch.setattr(closed_loop, "DEFAULT_MODELS", {SeriesKind.PRICE: "naive_daily",
+                                                        SeriesKind.CARBON_INTENSITY: "naive_daily"})
+    fits: list[datetime] = []
+
+    class Counting:
+        def predict(self, hist, future, task):
+            fits.append(future.index[0])
+            return get_model("naive_daily").predict(hist, future, task)
+
+    monkeypatch.setattr(closed_loop, "get_model", lambda _name: Counting())
+    idx = pd.date_range(DAY - timedelta(days=60), DAY + timedelta(days=6), freq="h", inclusive="left")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({c: rng.uniform(50, 150, len(idx)) for c in
+                          ("price_eur_mwh", "carbon_intensity_g_per_kwh", "load_forecast_mw",
+                           "wind_solar_forecast_mw")}, index=idx)
+    kind = SeriesKind.CARBON_INTENSITY
+    runs = [closed_loop.cached_run({"FI": frame}, "FI", kind, DAY + timedelta(hours=h),
+                                   closed_loop.run_horizon(DAY + timedelta(hours=h), 4), tmp_path) for h in (1, 5, 14)]
+    # 01:00 and 05:00 see the same complete days and regressors: one fit; 14:00 sees the next day-ahead ones
+    assert len(fits) == 2 and len(list(tmp_path.glob("*.csv"))) == 3
+    epochs = [closed_loop.input_epoch(DAY + timedelta(hours=h)) for h in (1, 5, 14)]
+    assert epochs[0] == epochs[1] != epochs[2]  # the replay's shortcut for what the hash finds
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+    direct = closed_loop.forecast_run({"FI": frame}, "FI", kind, DAY + timedelta(hours=5),
+                                      closed_loop.run_horizon(DAY + timedelta(hours=5), 4))
+    pd.testing.assert_frame_equal(direct, runs[1])
