@@ -16,6 +16,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from app.config import Settings
 from bench.closed_loop import (
@@ -115,7 +116,7 @@ def _plan_day(args, out, base, specs, fleet, settings, real, plan_curves, naive,
                                       plan_curves[KINDS[1]])
         on_naive = service_problem(base, specs, fleet, settings, name, *naive)
         on_risk = risk_adjusted(on_forecast, uncertain, args.risk_weight)
-        plans = {
+        plans: dict[str, tuple[Any, Any]] = {
             "run_now": (SOLVERS["run_now"](realised, params), None),
             "perfect": (SOLVERS["gridshift"](realised, params), realised),
             "naive": (SOLVERS["gridshift"](on_naive, params), on_naive),
@@ -135,8 +136,11 @@ def _plan_day(args, out, base, specs, fleet, settings, real, plan_curves, naive,
                           tuple(u for u in nightly.unplanned if u.job_id in ids))
         # keep the nightly plan of the rest unless the re-plan places as many jobs and is better on what is seen now
         # (the service keeps its current plan when a new one fails; a 2 s re-plan sometimes leaves jobs not solved)
-        if not checked or len(again.unplanned) > len(before.unplanned) or value_on(rest, again) > value_on(rest, before):
-            again, checked, kept_nightly = before, True, True
+        # (a Combined settles like a Plan: plan_value reads its assignments and unplanned only)
+        if not checked or len(again.unplanned) > len(before.unplanned) or value_on(rest, again) > value_on(
+            rest, before  # type: ignore[arg-type]
+        ):
+            again, checked, kept_nightly = before, True, True  # type: ignore[assignment]
         else:
             kept_nightly = False
         plans["replan"] = (Combined(kept + tuple(again.assignments), tuple(again.unplanned)), None)
@@ -175,7 +179,7 @@ def run(args, hardware) -> dict:
 
 def summarise(args, results: dict[int, dict | None]) -> dict:
     """Totals per objective and policy, the captured shares, the month table; prints the tables."""
-    errors = {results[d]["day"]: results[d]["error"] for d in results if results[d] and "error" in results[d]}
+    errors = {r["day"]: r["error"] for r in results.values() if r and "error" in r}
     results = {d: r for d, r in results.items() if not (r and "error" in r)}
     skipped = sorted(d for d, r in results.items() if r is None)
     # a day where some plan left out jobs that the planner on perfect foresight placed compares unlike work (a solve
@@ -209,7 +213,7 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
                 for o in OBJECTIVES}
     print(f"Closed-loop replay: {len(good)} daily plans from {args.start} (every {args.day_step}. day of "
           f"{args.replay_days}; {len(skipped)} skipped for gaps, {len(incomplete)} left out as incomplete: "
-          f"{[str(results[d]['day']) for d in incomplete]}), {args.jobs} jobs/day, horizon {args.days} d, "
+          f"{[str((results[d] or {})['day']) for d in incomplete]}), {args.jobs} jobs/day, horizon {args.days} d, "
           f"time limit {args.time_limit} s x {args.workers} workers, risk weight {args.risk_weight}")
     print(f"{'objective':<8} {'policy':<11} {'cost EUR':>11} {'carbon kg':>11} {'misses':>7} {'captured':>9} "
           f"{'unchecked':>9}")
@@ -235,7 +239,7 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
         "replay_days": len(good),
         "day_step": args.day_step,
         "skipped_days": skipped,
-        "incomplete_days": [results[d]["day"] for d in incomplete],
+        "incomplete_days": [(results[d] or {})["day"] for d in incomplete],
         "planner_errors": errors,
         "jobs_per_day": args.jobs,
         "horizon_days": args.days,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,7 +22,7 @@ NODES = [
 
 
 @pytest.fixture
-def fake() -> FakeKubernetes:
+def fake() -> Iterator[FakeKubernetes]:
     server = FakeKubernetes(NODES).start()
     yield server
     server.stop()

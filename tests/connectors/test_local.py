@@ -115,6 +115,7 @@ def test_submit_is_idempotent_across_processes(tmp_path: Path, job_writable: Pat
     outputs = [p.communicate(timeout=60)[0].strip() for p in procs]
     assert outputs == ["gs-race"] * 4
     other = get_connector("local", {"state_dir": str(tmp_path / "state"), "gpus": {"h100": [0]}})
+    assert isinstance(other, LocalConnector)
     assert finish(other, "gs-race") is RunStatus.SUCCEEDED  # a fresh instance (another worker) polls it
     assert marker.read_text() == "ran\n"
 
@@ -198,6 +199,7 @@ def test_a_submission_interrupted_before_launch_is_completed_by_the_retry(tmp_pa
     crashing.submit(spec)
     assert crashing.poll("gs-crash").status is RunStatus.PENDING
     retry = get_connector("local", config)  # the redelivered task, in another worker
+    assert isinstance(retry, LocalConnector)
     assert retry.submit(spec) == "gs-crash"
     assert finish(retry, "gs-crash") is RunStatus.SUCCEEDED
     assert retry.submit(spec) == "gs-crash"  # once finished, never again
