@@ -76,6 +76,9 @@ class Settings:
     # gunicorn's workers share their HTTP counts through this folder; read from PROMETHEUS_MULTIPROC_DIR, the
     # variable prometheus_client itself reads (a GRIDSHIFT_ name would not reach the library)
     metrics_multiproc_dir: Path | None = None
+    # the other gunicorn pools' PROMETHEUS_MULTIPROC_DIR folders (compose: web-heavy's), whose HTTP counts this
+    # pool's /metrics adds to its own, so that one scrape covers every pool (comma-separated)
+    metrics_pool_dirs: tuple[str, ...] = ()
     log_format: str = "text"  # text or json (one JSON object a line, with request and run ids)
     log_level: str = "INFO"
     testing: bool = False

@@ -5,6 +5,8 @@ Guarded: with ``GRIDSHIFT_METRICS_TOKEN`` set a scrape must carry ``Authorizatio
 only loopback clients are answered unless ``GRIDSHIFT_METRICS_LOOPBACK_ONLY=false``. Under gunicorn, set
 ``PROMETHEUS_MULTIPROC_DIR`` (an empty folder, the prometheus_client convention) and start gunicorn with
 ``-c python:app.gunicorn_conf``: each worker writes its HTTP counts there and any worker answers for all of them.
+Another gunicorn pool of the same service (compose's ``web-heavy``) keeps its own folder; ``GRIDSHIFT_METRICS_POOL_DIRS``
+names those folders, and ``/metrics`` adds their counts to its own pool's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import hmac
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from flask import Flask, Response, g, request
@@ -113,6 +116,17 @@ class _Http:
         yield from HTTP.collect()
 
 
+class _Pools:
+    """The HTTP metrics every worker of every listed pool wrote to its folder, added up (one family per name)."""
+
+    def __init__(self, folders: list[Path]) -> None:
+        self.folders = folders
+
+    def collect(self) -> Iterator[Metric]:
+        files = sorted(str(f) for folder in self.folders for f in folder.glob("*.db"))
+        yield from multiprocess.MultiProcessCollector.merge(files, accumulate=True)
+
+
 def _allowed(settings: Settings) -> Response | None:
     if settings.metrics_token:
         given = request.headers.get("Authorization", "")
@@ -149,7 +163,8 @@ def init_app(app: Flask, settings: Settings) -> None:
             return refused
         registry = CollectorRegistry(auto_describe=False)
         if settings.metrics_multiproc_dir is not None:
-            multiprocess.MultiProcessCollector(registry, path=str(settings.metrics_multiproc_dir))
+            folders = [settings.metrics_multiproc_dir, *(Path(d) for d in settings.metrics_pool_dirs)]
+            registry.register(_Pools(list(dict.fromkeys(f.resolve() for f in folders))))  # type: ignore[arg-type]
         else:
             registry.register(_Http())  # type: ignore[arg-type]
         registry.register(domain)  # type: ignore[arg-type]

@@ -51,9 +51,10 @@ def run(args: argparse.Namespace) -> dict[str, float | int | str]:
         if profiler:
             profiler.disable()
         batch_s.append(time.perf_counter() - t0)
-        if resp.status_code != 201 or resp.json["count"] != args.jobs:
+        answer = resp.json or {}
+        if resp.status_code != 201 or answer["count"] != args.jobs:
             raise SystemExit(f"batch refused: {resp.status_code} {resp.get_data(as_text=True)[:500]}")
-        ids.extend(resp.json["job_ids"])
+        ids.extend(answer["job_ids"])
         if profiler:
             out = io.StringIO()
             pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> dict[str, float | int | str]:
         t0 = time.perf_counter()
         resp = client.get("/api/v1/jobs?limit=100", headers=auth)
         list_ms.append((time.perf_counter() - t0) * 1000)
-        assert resp.status_code == 200 and len(resp.json["items"]) == 100
+        assert resp.status_code == 200 and len((resp.json or {})["items"]) == 100
     app.extensions["gridshift"].engine.dispose()
     return {
         "database": "postgresql" if env.settings.database_url.startswith("postgresql") else "sqlite",

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -120,9 +119,9 @@ def hardware_gpu_hours(rows: list[dict[str, Any]], *, jobs: int, seed: int, days
     if not report.ok:
         raise RuntimeError(f"plan failed its check: {report.violations[:3]}")
     gpus = {j.job_id: j.gpus for j in problem.jobs}
-    used: Counter[str] = Counter()
+    used: dict[str, float] = {}
     for a in plan.assignments:
-        used[a.hardware] += gpus[a.job_id] * sum(c.end_slot - c.start_slot for c in a.chunks) * problem.slot_hours
+        used[a.hardware] = used.get(a.hardware, 0.0) + gpus[a.job_id] * sum(c.end_slot - c.start_slot for c in a.chunks) * problem.slot_hours
     return dict(used)
 
 

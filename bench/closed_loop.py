@@ -203,8 +203,9 @@ def job_values(spec: Spec, start: datetime, horizon_slots_h: int) -> JobValues:
 
 def _points(values: pd.Series, rank: int, unit: str, source: str, issued_at: datetime | None
             ) -> list[tuple[int, HourlyValue]]:
+    known = values.dropna()
     return [(rank, HourlyValue(ts.to_pydatetime(), float(v), unit, source, issued_at))
-            for ts, v in values.dropna().items()]
+            for ts, v in zip(pd.DatetimeIndex(known.index), known.to_numpy(), strict=True)]
 
 
 def slot_curve(published: pd.Series, forecast: pd.Series | None, slot_starts: list[datetime], kind: SeriesKind,

@@ -17,6 +17,7 @@ import time
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from app.config import Settings
 from bench.closed_loop import (
@@ -168,7 +169,7 @@ def _plan_day(args, out, base, specs, fleet, settings, real, plan_curves, naive,
                                       plan_curves[KINDS[1]])
         on_naive = service_problem(base, specs, fleet, settings, name, *naive)
         on_risk = risk_adjusted(on_forecast, uncertain, args.risk_weight)
-        plans = {
+        plans: dict[str, tuple[Any, Any]] = {
             "run_now": (SOLVERS["run_now"](realised, params), None),
             "perfect": (SOLVERS["gridshift"](realised, params), realised),
             "naive": (SOLVERS["gridshift"](on_naive, params), on_naive),
@@ -177,7 +178,10 @@ def _plan_day(args, out, base, specs, fleet, settings, real, plan_curves, naive,
         }
         nightly = plans["production"][0]
         problem_at = partial(_problem_at, base, specs, fleet, settings, name, realised_frames, slots, issued)
-        solve = partial(SOLVERS["gridshift"], params=params)
+
+        def solve(pb, _params=params):  # the chain calls solve(problem)
+            return SOLVERS["gridshift"](pb, _params)
+
         # the service's re-plans through the day (app.schedule's cadence, skipped where nothing changed)
         chain = replan_chain(name, nightly, start, nightly_state(issued, runs), replan_times(settings, start),
                              lambda t: seen_state(t, runs_at(t)), problem_at(runs_at), solve, value_on)
@@ -222,7 +226,7 @@ def run(args, hardware) -> dict:
 
 def summarise(args, results: dict[int, dict | None]) -> dict:
     """Totals per objective and policy, the captured shares, the month table; prints the tables."""
-    errors = {results[d]["day"]: results[d]["error"] for d in results if results[d] and "error" in results[d]}
+    errors = {r["day"]: r["error"] for r in results.values() if r and "error" in r}
     results = {d: r for d, r in results.items() if not (r and "error" in r)}
     skipped = sorted(d for d, r in results.items() if r is None)
     # a day where some plan left out jobs that the planner on perfect foresight placed compares unlike work (a solve
@@ -257,7 +261,7 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
                 for o in OBJECTIVES}
     print(f"Closed-loop replay: {len(good)} daily plans from {args.start} (every {args.day_step}. day of "
           f"{args.replay_days}; {len(skipped)} skipped for gaps, {len(incomplete)} left out as incomplete: "
-          f"{[str(results[d]['day']) for d in incomplete]}), {args.jobs} jobs/day, horizon {args.days} d, "
+          f"{[str((results[d] or {})['day']) for d in incomplete]}), {args.jobs} jobs/day, horizon {args.days} d, "
           f"time limit {args.time_limit} s x {args.workers} workers, risk weight {args.risk_weight}")
     print(f"{'objective':<8} {'policy':<11} {'cost EUR':>11} {'carbon kg':>11} {'misses':>7} {'captured':>9} "
           f"{'unchecked':>9}")
@@ -289,7 +293,7 @@ def summarise(args, results: dict[int, dict | None]) -> dict:
         "replay_days": len(good),
         "day_step": args.day_step,
         "skipped_days": skipped,
-        "incomplete_days": [results[d]["day"] for d in incomplete],
+        "incomplete_days": [(results[d] or {})["day"] for d in incomplete],
         "planner_errors": errors,
         "jobs_per_day": args.jobs,
         "horizon_days": args.days,

@@ -43,7 +43,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,6 +54,7 @@ from connectors.registry import register, validate_config
 
 REDIS_PORT, PG_PORT = 8601, 8602
 JOBS_PER_TRIAL = 3
+T = TypeVar("T")
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
@@ -254,18 +255,19 @@ class Bench:
             # Wait until the runtime holds a job whose run the database still shows as dispatching.
             # Even-numbered pairs kill once the supervisor runs, the others while it is being launched.
             launched = index % 4 < 2
-            wait_until(lambda: self._beat() or self._landed_unrecorded(job_ids, launched), 30, every_s=0.05,
+            wait_until(lambda: self._beat_then(self._landed_unrecorded(job_ids, launched)), 30, every_s=0.05,
                        what="a run submitted but not yet recorded")  # fmt: skip
             self.worker.kill9(whole=index % 2 == 0)
             if index % 2 == 0:
                 self.worker.start()
             return
-        wait_until(lambda: self._beat() or self._any_run(job_ids), 30, every_s=0.1, what="a claimed run")
+        wait_until(lambda: self._beat_then(self._any_run(job_ids)), 30, every_s=0.1, what="a claimed run")
         if kind == "redis_task":
             # the dispatch task is inside the connector's 4 s submit: Redis goes away under the executing task
-            wait_until(lambda: self._beat() or self._landed_unrecorded(job_ids, False), 30, every_s=0.05,
+            wait_until(lambda: self._beat_then(self._landed_unrecorded(job_ids, False)), 30, every_s=0.05,
                        what="a dispatch task executing a submit")  # fmt: skip
             if index % 2 == 0:  # Redis crashes: its sockets close at once, a reconnect is refused at once
+                assert self.redis.proc is not None
                 self.redis.proc.kill()
                 self.redis.proc.wait(timeout=10)
                 time.sleep(1.0)
@@ -302,6 +304,11 @@ class Bench:
                                                    what="slurmctld pid"))  # fmt: skip
 
     # the beat and the stand-in planner
+    def _beat_then(self, value: T) -> T:
+        """Beat (at most once a second), then hand ``value`` back: a wait_until check that keeps the beat going."""
+        self._beat()
+        return value
+
     def _beat(self) -> None:
         if time.monotonic() - self._last_beat < 1.0:
             return

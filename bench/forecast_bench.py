@@ -140,7 +140,7 @@ def price_bench(
         fc = result.forecasts
         official = pd.read_csv(data / "epftoolbox" / "forecasts" / f"Forecasts_{market}_DNN_LEAR_ensembles.csv.gz",
                                parse_dates=["timestamp_local"], index_col="timestamp_local")
-        official.index = official.index.tz_localize("UTC")  # same wall-clock labels as our reader
+        official.index = pd.DatetimeIndex(official.index).tz_localize("UTC")  # same wall-clock labels as our reader
         official = official.loc[fc.index]
         if not np.allclose(official["Real price"].to_numpy(), fc["actual"].to_numpy(), atol=0.01):
             raise SystemExit(f"{market}: dataset prices differ from the official forecast file")
@@ -224,7 +224,7 @@ def refresh_bench(data: Path, regions: list[str], history_days: int) -> list[dic
     from app.services import forecasts, market
 
     now = datetime(2022, 12, 31, 13, 0, tzinfo=UTC)
-    rows = []
+    rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(var_dir=Path(tmp), database_url=f"sqlite:///{tmp}/bench.db")
         migrate.upgrade(settings)

@@ -110,7 +110,7 @@ def _training(torch: Any, dev: Any, s: Sizes) -> tuple[Callable[[], Any], float]
     nn = torch.nn
     f = torch.nn.functional
 
-    class Block(nn.Module):
+    class Block(nn.Module):  # type: ignore[name-defined]  # torch is imported lazily (Any)
         def __init__(self) -> None:
             super().__init__()
             self.ln1, self.ln2 = nn.LayerNorm(s.d_model), nn.LayerNorm(s.d_model)
@@ -127,7 +127,7 @@ def _training(torch: Any, dev: Any, s: Sizes) -> tuple[Callable[[], Any], float]
             x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
             return x + self.down(f.gelu(self.up(self.ln2(x))))
 
-    class Model(nn.Module):
+    class Model(nn.Module):  # type: ignore[name-defined]
         def __init__(self) -> None:
             super().__init__()
             self.emb = nn.Embedding(s.vocab, s.d_model)

@@ -122,6 +122,7 @@ async def _load(base: str, tokens: tuple[str, ...], ids: list[int], args: argpar
     kinds = [k for k, w in MIX for _ in range(w)]
     batches = [json.dumps({"jobs": job_items(args.batch_size, seed=10_000 + i)}) for i in range(50)]
     results: list[tuple] = []
+    t0 = 0.0  # when the current phase began (set by phase)
     timeout = aiohttp.ClientTimeout(total=args.request_timeout_s)
     conn = aiohttp.TCPConnector(limit=args.connections)
     async with aiohttp.ClientSession(timeout=timeout, connector=conn) as http:
@@ -166,7 +167,6 @@ async def _load(base: str, tokens: tuple[str, ...], ids: list[int], args: argpar
                 tasks.append(asyncio.create_task(one(first + i, scheduled)))
             return tasks
 
-        t0 = 0.0
         if args.warmup > 0:  # same rate and mix; fills the connection pools and each worker's query caches
             await asyncio.gather(*await phase(args.warmup, 0))
             args.warmup_errors = sum(1 for _k, st, _ms, _at in results if st not in (200, 201))

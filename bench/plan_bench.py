@@ -90,10 +90,10 @@ def make_objective(name: str, carbon_price: float, cost_cap: float | None = None
 
 def run_policies(
     realised: Problem, planned_on: Problem, params: SolveParams, policies: list[str]
-) -> tuple[dict, Plan]:
+) -> tuple[dict, Plan | None]:
     """Run each policy, check its plan, evaluate it on realised curves."""
     out: dict[str, dict] = {}
-    ours = None
+    ours: Plan | None = None
     for name in policies:
         pb = realised if name in ("oracle", "run_now") else planned_on
         p = params
@@ -135,6 +135,7 @@ def savings(args, hardware) -> dict:
     planned_on = with_curves(realised, f_price, f_carbon)
     params = _params(args, args.time_limit)
     rows, ours = run_policies(realised, planned_on, params, args.policies)
+    assert ours is not None, "--policies must include gridshift"
     run_now, g, oracle = (
         rows["run_now"]["objective"],
         rows["gridshift"]["objective"],

@@ -186,14 +186,14 @@ def block_packing(block: Block, time_limit_s: float, workers: int) -> float:
         kw_left[slots] -= n * tb.power_kw(int(block.rep[c]), r, h)
         class_left[c] -= n
 
-    for k in np.flatnonzero(count):
-        take(int(k), int(count[k]))
+    for col in np.flatnonzero(count):
+        take(int(col), int(count[col]))
     # the LP's fractional columns first, then the rest by profit
     for k in sorted(range(len(block.cols)), key=lambda k: (count[k] >= frac[k] - 1e-9, -block.cols[k][3])):
         c, h, slots, _ = block.cols[k]
         g, kw = tb.g[block.rep[c]], tb.power_kw(int(block.rep[c]), r, h)
         while class_left[c] > 0 and gpu_left[h, slots].min() >= g and kw_left[slots].min() >= kw - 1e-9:
-            take(k, 1)
+            take(int(k), 1)
             count[k] += 1
     rounded = float(sum(n * col[3] for n, col in zip(count, block.cols, strict=True)))
     # CP-SAT from the rounding: integer profit [1e-5 units], power [W] rounded so that its packings stay feasible

@@ -20,7 +20,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from app.enums import JobState, PlanStatus
@@ -35,14 +35,15 @@ def seed_plan(session: Session, n_jobs: int, now: datetime, *, seed: int = 1) ->
     current plan on the demo fleet's inventory (region, hardware) pairs; returns the job ids."""
     rng = random.Random(seed)
     tenants = [session.scalar(select(Tenant.id).where(Tenant.slug == s)) for s in ("ml-platform", "render-farm")]
-    pairs = list(session.execute(select(Inventory.region_id, Inventory.hardware_type_id)).all()) or \
-        [(r, h) for r in session.scalars(select(Region.id)) for h in session.scalars(select(HardwareType.id))]
-    session.execute(Plan.__table__.update().values(is_current=False))
+    pairs: list[tuple[int, int]] = [
+        (r, h) for r, h in session.execute(select(Inventory.region_id, Inventory.hardware_type_id))
+    ] or [(r, h) for r in session.scalars(select(Region.id)) for h in session.scalars(select(HardwareType.id))]
+    session.execute(update(Plan).values(is_current=False))
     plan = Plan(horizon_start=now, horizon_end=now + timedelta(hours=72), slot_minutes=60, objective="cost",
                 solver="bench", status=PlanStatus.FEASIBLE, is_current=True, trigger="bench", created_at=now)
     session.add(plan)
     session.flush()
-    job_rows = [dict(tenant_id=tenants[i % 2], name=f"scale-{i}", workload_class="training",
+    job_rows: list[dict[str, object]] = [dict(tenant_id=tenants[i % 2], name=f"scale-{i}", workload_class="training",
                      gpu_count=rng.choice((1, 2, 4, 8)), reference_gpu_hours=4.0, reference_hardware="h100",
                      release_at=now, deadline_at=now + timedelta(hours=72), state=JobState.PLANNED, env={},
                      created_at=now, updated_at=now) for i in range(n_jobs)]

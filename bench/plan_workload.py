@@ -219,7 +219,7 @@ def build_problem(
         h100 = max(1, math.ceil(s.ref_hours * per_h - 1e-9))
         release = s.release * per_h
         deadline = min(T, release + h100 + s.slack_h * per_h)
-        preferred = "H100" if "H100" in dur else (min(dur, key=dur.get) if dur else None)
+        preferred = "H100" if "H100" in dur else (min(dur, key=lambda h: dur[h]) if dur else None)
         jobs.append(
             Job(
                 s.job_id,

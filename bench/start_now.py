@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> dict:
                 k += 1
             for run_id in claim.tick(session, settings, now=t, worker="bench").claimed:  # the tick, then the plan
                 r = session.get(Run, run_id)
+                assert r is not None and r.planned_start_at is not None
                 claimed[r.job_id] = (t, r.planned_start_at)
             if (t - T0.replace(second=0)).total_seconds() % args.plan_every_s == 0:
                 t1 = time.perf_counter()

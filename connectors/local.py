@@ -274,11 +274,12 @@ class LocalConnector:
 
     def cancel(self, runtime_job_id: str) -> None:
         """Stop a run: its supervisor terminates the job's process group and records ``cancelled``."""
-        state = self._state(runtime_job_id)
-        if RunStatus(state.get("status", "pending")).terminal:
+        if RunStatus(self._state(runtime_job_id).get("status", "pending")).terminal:
             return
         (self.run_dir(runtime_job_id) / "cancel").touch()
-        pid = state.get("supervisor_pid")
+        # The state read after the marker is written: a supervisor that recorded its pid before this read is
+        # signalled; one that records it later finds the marker (it checks after recording its pid).
+        pid = self._state(runtime_job_id).get("supervisor_pid")
         if pid and sup.pid_alive(pid, str(self.run_dir(runtime_job_id))):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGTERM)

@@ -160,12 +160,23 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 self.child.terminate()
 
+    def cancel_requested(self) -> bool:
+        """True once the run is cancelled: by SIGTERM, or by the ``cancel`` marker alone (a canceller that read
+        the state before this supervisor recorded its pid writes the marker and sends no signal)."""
+        if (self.run_dir / "cancel").exists():
+            self.cancelled.set()
+        return self.cancelled.is_set()
+
+    def wait_or_cancel(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; True when the run was cancelled meanwhile (signal or marker)."""
+        return self.cancelled.wait(seconds) or self.cancel_requested()
+
     def wait_for_begin(self) -> bool:
         begin = self.spec.get("begin_at")
         while begin and utc_now() < datetime.fromisoformat(begin):
-            if self.cancelled.wait(min(1.0, (datetime.fromisoformat(begin) - utc_now()).total_seconds())):
+            if self.wait_or_cancel(min(1.0, (datetime.fromisoformat(begin) - utc_now()).total_seconds())):
                 return False
-        return not self.cancelled.is_set()
+        return not self.cancel_requested()
 
     def claim_devices(self) -> list[int] | None:
         """Take ``gpu_count`` free devices of the spec's hardware; None when cancelled while waiting."""
@@ -184,7 +195,7 @@ class Supervisor:
                     write_json(self.state_dir / "gpus.json", held)
                     return chosen
             self.save(message=f"waiting for {wanted} free {hardware} GPU(s)")
-            if self.cancelled.wait(1.0):
+            if self.wait_or_cancel(1.0):
                 return None
 
     def release_devices(self) -> None:
@@ -202,8 +213,6 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self.on_term)
         signal.signal(signal.SIGINT, self.on_term)
         self.save(supervisor_pid=os.getpid())
-        if (self.run_dir / "cancel").exists():
-            self.cancelled.set()
         devices: list[int] = []
         try:
             if not self.wait_for_begin():
@@ -244,12 +253,14 @@ class Supervisor:
                 self.user = user
                 return user
             self.save(message=f"waiting for a free run user (pool of {len(names)})")
-            if self.cancelled.wait(1.0):
+            if self.wait_or_cancel(1.0):
                 raise _Cancelled("cancelled while waiting for a run user")
 
     def execute(self, devices: list[int]) -> int:
         users = _users()
         user = self.claim_user()
+        if self.cancel_requested():
+            raise _Cancelled("cancelled before start")
         work_dir = users.make_work_dir(self.spec["run_key"], self.spec.get("jobs_dir"), user)
         self.save(work_dir=str(work_dir), run_user=user.name if user else None)
         env = job_environment(self.spec, devices, work_dir, user.name if user else None)
@@ -275,9 +286,7 @@ class Supervisor:
                 code = self.child.wait(timeout=max(0.01, min(1.0, deadline - time.monotonic())))
                 break
             except subprocess.TimeoutExpired:
-                if (self.run_dir / "cancel").exists():
-                    self.cancelled.set()
-                if self.cancelled.is_set() or time.monotonic() >= deadline:
+                if self.cancel_requested() or time.monotonic() >= deadline:
                     timed_out = not self.cancelled.is_set()
                     code = self.stop_child()
                     break

@@ -116,6 +116,27 @@ def test_web_counts_metrics_across_its_gunicorn_workers() -> None:
     folder = web["environment"]["PROMETHEUS_MULTIPROC_DIR"]
     mounts = [str(m).split(":")[0] for m in web.get("tmpfs", [])]
     mounts += [str(v).split(":")[1] for v in web.get("volumes", []) if ":" in str(v)]
-    assert folder in mounts, "the metrics folder is a tmpfs or a volume: written by every worker, empty on start"
+    assert any(folder == m or folder.startswith(m.rstrip("/") + "/") for m in mounts), \
+        "the metrics folder is on a tmpfs or a volume: written by every worker, emptied on start"
     for name in ("worker", "beat", "migrate"):
         assert "PROMETHEUS_MULTIPROC_DIR" not in (SERVICES[name].get("environment") or {}), name
+
+
+def test_scraping_web_covers_the_heavy_pool_too() -> None:
+    """web's /metrics reads web-heavy's folder (GRIDSHIFT_METRICS_POOL_DIRS), which both mount from one volume;
+    each pool writes a folder of its own (a master empties its folder on start, and pids repeat across
+    containers, so a shared folder would mix or lose counts)."""
+    web, heavy = SERVICES["web"]["environment"], SERVICES["web-heavy"]["environment"]
+    assert web["PROMETHEUS_MULTIPROC_DIR"] != heavy["PROMETHEUS_MULTIPROC_DIR"]
+    assert heavy["PROMETHEUS_MULTIPROC_DIR"] in web["GRIDSHIFT_METRICS_POOL_DIRS"].split(",")
+
+    def volume_of(name: str, folder: str) -> str:
+        for entry in SERVICES[name].get("volumes", []):
+            source, target = str(entry).split(":")[:2]
+            if folder.startswith(target.rstrip("/") + "/"):
+                return source
+        raise AssertionError(f"{name}: {folder} is on no volume")
+
+    shared = volume_of("web", web["PROMETHEUS_MULTIPROC_DIR"])
+    assert shared in COMPOSE["volumes"] and volume_of("web-heavy", heavy["PROMETHEUS_MULTIPROC_DIR"]) == shared
+    assert volume_of("web", heavy["PROMETHEUS_MULTIPROC_DIR"]) == shared

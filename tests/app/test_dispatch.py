@@ -150,6 +150,7 @@ def test_redelivered_submit_finds_the_job_already_on_the_runtime(session, settin
     run = session.get(Run, run_id)
     # A worker submitted to the runtime and died before recording it in the database.
     connector = get_connector("local", run.cluster.config)
+    assert isinstance(connector, LocalConnector)
     connector.submit(dispatch_submit.build_spec(session, run))
     session.rollback()
     out = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W)
@@ -163,6 +164,7 @@ def test_first_delivery_skips_find_yet_never_duplicates(session, settings, tenan
     (run_id,) = dispatch_claim.tick(session, settings, now=utcnow(), worker=W).claimed
     run = session.get(Run, run_id)
     connector = get_connector("local", run.cluster.config)
+    assert isinstance(connector, LocalConnector)
     connector.submit(dispatch_submit.build_spec(session, run))  # the runtime somehow has it already
     session.rollback()
     out = dispatch_submit.submit_run(session, settings, run_id, now=utcnow(), worker=W, fresh=True)

@@ -181,8 +181,9 @@ def test_out_of_range_input_is_a_422_naming_the_field(client, session, small_fle
     assert resp.status_code == 422 and [e["field"] for e in resp.json["errors"]] == ["jobs[1].deadline_at"]
     resp = client.get("/api/v1/jobs?deadline_from=9999-12-31T23:00:00-05:00", headers=auth(token))
     assert resp.status_code == 422 and [e["field"] for e in resp.json["errors"]] == ["deadline_from"]
-    for over, field in [({"name": "a\u0000b"}, "name"), ({"env": {"K": "a\u0000b"}}, "env.K"),
-                        ({"command": "run\u0000"}, "command")]:
+    cases: list[tuple[dict[str, object], str]] = [
+        ({"name": "a\u0000b"}, "name"), ({"env": {"K": "a\u0000b"}}, "env.K"), ({"command": "run\u0000"}, "command")]
+    for over, field in cases:
         resp = client.post("/api/v1/jobs", json=job_payload(now, **over), headers=auth(token))
         assert resp.status_code == 422, resp.json
         assert resp.json["errors"][0]["field"] == field and "NUL" in resp.json["errors"][0]["message"]

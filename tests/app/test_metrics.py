@@ -128,19 +128,31 @@ else:
 """
 
 
-def test_http_counts_of_every_process_add_up_with_prometheus_multiproc_dir(tmp_path):
-    """Two processes (as two gunicorn workers): one answers requests, the other's scrape reports them."""
-    env = {"PATH": "/usr/bin:/bin", "GRIDSHIFT_VAR_DIR": str(tmp_path / "var"),
-           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom")}
-    (tmp_path / "prom").mkdir()
-    for role in ("serve", "serve"):
-        done = subprocess.run([sys.executable, "-c", _WORKER, role], cwd=REPO, env=env, capture_output=True,
-                              text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
-    scrape = subprocess.run([sys.executable, "-c", _WORKER, "scrape"], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=120)
-    assert scrape.returncode == 0, scrape.stderr[-2000:]
-    got = _samples(scrape.stdout)
-    assert got[("gridshift_http_requests_total",
-                (("endpoint", "/api/v1/health"), ("method", "GET"), ("status", "200")))] == 6
+def test_http_counts_of_every_worker_of_every_pool_add_up(tmp_path):
+    """Processes as gunicorn workers: those of one pool share its PROMETHEUS_MULTIPROC_DIR, so a scrape answered by
+    any worker reports all of them; compose's web and web-heavy are two pools with a folder each, and a scrape of
+    web also reports what web-heavy answered (GRIDSHIFT_METRICS_POOL_DIRS names web-heavy's folder)."""
+    web = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "web"), "GRIDSHIFT_METRICS_POOL_DIRS": str(tmp_path / "web-heavy")}
+    heavy = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "web-heavy")}
+    for folder in ("web", "web-heavy"):
+        (tmp_path / folder).mkdir()
+
+    def start(env: dict[str, str], role: str, n: int) -> subprocess.Popen[str]:
+        """One process; each its own database (the counts travel through the metrics folders only)."""
+        return subprocess.Popen([sys.executable, "-c", _WORKER, role], cwd=REPO, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={"PATH": "/usr/bin:/bin", "GRIDSHIFT_VAR_DIR": str(tmp_path / f"var{n}"), **env})
+
+    # the three serving workers at once (their pids differ, as gunicorn's do), then web's scrape
+    for proc in [start(web, "serve", 0), start(heavy, "serve", 1), start(heavy, "serve", 2)]:
+        _out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err[-2000:]
+    scrape = start(web, "scrape", 0)
+    out, err = scrape.communicate(timeout=180)
+    assert scrape.returncode == 0, err[-2000:]
+    got = _samples(out)
+    health = (("endpoint", "/api/v1/health"), ("method", "GET"), ("status", "200"))
+    assert got[("gridshift_http_requests_total", health)] == 9  # 3 answered by web, 6 by web-heavy
+    latency = (("endpoint", "/api/v1/health"), ("le", "+Inf"), ("method", "GET"))
+    assert got[("gridshift_http_request_duration_seconds_bucket", latency)] == 9
     assert ("gridshift_plan_jobs", (("outcome", "planned"),)) not in got  # no plan yet: nothing made up

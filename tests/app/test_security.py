@@ -24,7 +24,7 @@ def test_a_credential_changed_during_key_rotation_is_kept(app, session, settings
     fleet.upsert_cluster(session, "c1", "de", "local", {})
     fleet.set_cluster_secrets(session, "c1", {"token": "old-credential"}, old_keys)
     session.commit()
-    real_rotate, changed = crypto.rotate, []
+    real_rotate, changed = crypto.rotate, list[bool]()
 
     def rotate_while_an_operator_changes_it(keys: tuple[str, ...], token: str) -> str:
         if not changed:  # an operator PUTs the cluster's credentials (or clears them) between read and write

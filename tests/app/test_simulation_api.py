@@ -3,6 +3,7 @@ operator admins only; every bad field named; charged against the tenant's budget
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -80,8 +81,12 @@ def test_a_simulation_is_queued_replayed_with_progress_and_answers_the_compariso
     with app.extensions["gridshift"].sessions() as worker:
         real = runs.run_now
         try:  # watch the progress a poller would see after each day
-            runs.run_now = lambda *a, on_day, **k: real(*a, on_day=lambda n: (on_day(n), seen.append(  # type: ignore[assignment]
-                client.get(location, headers=auth_h(ops)).json["progress"]["days_done"])), **k)
+            def watched(n: int, on_day: Callable[[int], None]) -> None:
+                on_day(n)
+                seen.append(client.get(location, headers=auth_h(ops)).json["progress"]["days_done"])
+
+            runs.run_now = lambda *a, on_day, **k: real(  # type: ignore[assignment]
+                *a, on_day=lambda n: watched(n, on_day), **k)
             runs.execute(worker, app.extensions["gridshift"].settings, resp.json["id"])
         finally:
             runs.run_now = real  # type: ignore[assignment]

@@ -36,4 +36,4 @@ def test_every_command_module_is_in_the_explicit_list_and_registered():
         for m in pkgutil.iter_modules(commands_package.__path__)
     } - {None}
     assert set(cli.COMMAND_GROUPS) == defined and len(cli.COMMAND_GROUPS) == len(defined)
-    assert all(cli.main.commands.get(c.name) is c for c in cli.COMMAND_GROUPS)
+    assert all(cli.main.commands.get(c.name or "") is c for c in cli.COMMAND_GROUPS)

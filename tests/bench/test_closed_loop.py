@@ -113,7 +113,7 @@ def test_a_replan_keeps_started_work_and_places_the_rest_from_its_hour():
                  [job("a", dur=2, n_slots=6), job("b", dur=2, n_slots=6)])
     plan = SOLVERS["gridshift"](pb, SolveParams(time_limit_s=5, num_workers=1, random_seed=0))
     starts = {a.job_id: a.start_slot for a in plan.assignments}
-    first = min(starts, key=starts.get)
+    first = min(starts, key=lambda job_id: starts[job_id])
     rest, kept = closed_loop.replan_problem(pb, plan, 1)
     assert [a.job_id for a in kept] == [first] and [j.job_id for j in rest.jobs] == [next(iter(set(starts) - {first}))]
     (left,) = rest.jobs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_plan_bench_rows_carry_the_profile_in_force():
 
 def test_the_plan_bench_workload_changes_hardware_when_a_profile_changes():
     entries = catalog_plan.read_catalog()
-    run = dict(jobs=200, seed=0, days=2, time_limit_s=5.0, kind="training")
+    run: dict[str, Any] = dict(jobs=200, seed=0, days=2, time_limit_s=5.0, kind="training")
     before = catalog_plan.hardware_gpu_hours(catalog_plan.rows_from_catalog(entries, "training"), **run)
     hungrier = catalog_plan.rows_from_catalog(entries, "training", {"h200": {"power_w": 2000.0}})
     after = catalog_plan.hardware_gpu_hours(hungrier, **run)

@@ -93,7 +93,9 @@ def test_begin_at_in_the_future_delays_the_start(connector: ClusterConnector) ->
     spec = JobSpec(run_key=run_key("later"), name="contract later", command="true", hardware="h100",
                    gpu_count=1, begin_at=begin)  # fmt: skip
     job_id = connector.submit(spec)
-    assert connector.poll(job_id).status is RunStatus.PENDING
+    early = connector.poll(job_id)
+    if datetime.now(UTC) < begin:  # polled before the begin time: a loaded machine may take longer to submit
+        assert early.status is RunStatus.PENDING
     state = wait_for(connector, job_id, lambda s: s.status.terminal)
     assert state.status is RunStatus.SUCCEEDED
     assert state.started_at is not None

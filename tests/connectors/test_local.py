@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,16 +60,31 @@ def test_gpus_are_pinned_with_the_vendor_variable(
     assert f"key={spec.run_key} extra=x y" in log  # stderr captured too, env passed
 
 
-def test_concurrent_jobs_get_disjoint_gpus_and_a_third_waits(local: LocalConnector) -> None:
+def wait_until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    """Poll ``check`` until it holds; the bound only ends a hung test (a loaded machine starts processes late)."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_concurrent_jobs_get_disjoint_gpus_and_a_third_waits(local: LocalConnector, job_writable: Path) -> None:
+    release = job_writable / "release"  # the jobs hold their GPUs until the test has looked at all three
     specs = [JobSpec(run_key=f"gs-pool-{i}", name="pool", hardware="h100", gpu_count=2,
-                     command='echo "gpus=$CUDA_VISIBLE_DEVICES"; sleep 1.5') for i in range(3)]  # fmt: skip
+                     command=f'echo "gpus=$CUDA_VISIBLE_DEVICES"; while [ ! -e {release} ]; do sleep 0.05; done')
+             for i in range(3)]  # fmt: skip
     ids = [local.submit(spec) for spec in specs]
-    time.sleep(0.8)
+
+    def two_run_and_one_waits() -> bool:
+        states = [local.poll(i) for i in ids]
+        running = [s for s in states if s.status is RunStatus.RUNNING]
+        return len(running) == 2 and any("waiting for 2 free h100" in s.message for s in states)
+
+    wait_until(two_run_and_one_waits)
     states = [local.poll(i) for i in ids]
-    assert sorted(s.status for s in states).count(RunStatus.RUNNING) == 2
-    waiting = next(s for s in states if s.status is RunStatus.PENDING)
-    assert "waiting for 2 free h100" in waiting.message
+    assert [s.status for s in states].count(RunStatus.PENDING) == 1
     assert local.capacity().gpus_free["h100"] == 0
+    release.touch()
     for job_id in ids:
         assert finish(local, job_id) is RunStatus.SUCCEEDED
     pinned = [local.log_path(i).read_text().split("gpus=")[1].split()[0] for i in ids]
@@ -99,6 +115,7 @@ def test_submit_is_idempotent_across_processes(tmp_path: Path, job_writable: Pat
     outputs = [p.communicate(timeout=60)[0].strip() for p in procs]
     assert outputs == ["gs-race"] * 4
     other = get_connector("local", {"state_dir": str(tmp_path / "state"), "gpus": {"h100": [0]}})
+    assert isinstance(other, LocalConnector)
     assert finish(other, "gs-race") is RunStatus.SUCCEEDED  # a fresh instance (another worker) polls it
     assert marker.read_text() == "ran\n"
 
@@ -123,7 +140,7 @@ def test_a_killed_supervisor_is_reported_failed(local: LocalConnector) -> None:
     child = int((work_dir / "child.pid").read_text())
     state = read_json(local.run_dir(job_id) / "state.json") or {}
     os.kill(state["supervisor_pid"], signal.SIGKILL)  # the supervisor alone: its job lives on, orphaned
-    time.sleep(0.2)
+    wait_until(lambda: local.poll(job_id).status.terminal)
     polled = local.poll(job_id)
     assert polled.status is RunStatus.FAILED
     assert "supervisor process lost" in polled.message
@@ -182,6 +199,7 @@ def test_a_submission_interrupted_before_launch_is_completed_by_the_retry(tmp_pa
     crashing.submit(spec)
     assert crashing.poll("gs-crash").status is RunStatus.PENDING
     retry = get_connector("local", config)  # the redelivered task, in another worker
+    assert isinstance(retry, LocalConnector)
     assert retry.submit(spec) == "gs-crash"
     assert finish(retry, "gs-crash") is RunStatus.SUCCEEDED
     assert retry.submit(spec) == "gs-crash"  # once finished, never again
@@ -208,3 +226,21 @@ def test_the_time_limit_stops_a_job_and_fails_it(
     assert "time limit" in state.message
     assert state.finished_at is not None and state.started_at is not None
     assert (state.finished_at - state.started_at).total_seconds() < 10
+
+
+def test_a_cancel_marker_stops_a_run_that_waits_for_gpus(tmp_path: Path) -> None:
+    """A canceller that read the run's state before its supervisor recorded a pid leaves only the ``cancel``
+    marker; the supervisor must honour it while it waits (here for the one GPU, held by another run), not only
+    once its job has started."""
+    local = get_connector("local", {"state_dir": str(tmp_path / "state"), "gpus": {"h100": [0]}})
+    assert isinstance(local, LocalConnector)
+    spec = JobSpec(run_key="gs-holder", name="h", command="sleep 30", hardware="h100", gpu_count=1)
+    holder = local.submit(spec)
+    wait_until(lambda: local.poll(holder).status is RunStatus.RUNNING)
+    waiter = local.submit(JobSpec(run_key="gs-waiter", name="w", command="true", hardware="h100", gpu_count=1))
+    wait_until(lambda: "waiting for 1 free h100" in local.poll(waiter).message)
+    (local.run_dir(waiter) / "cancel").touch()  # what cancel() leaves when it knows no supervisor pid
+    assert finish(local, waiter, timeout_s=10.0) is RunStatus.CANCELLED
+    assert local.poll(holder).status is RunStatus.RUNNING
+    local.cancel(holder)
+    assert finish(local, holder) is RunStatus.CANCELLED

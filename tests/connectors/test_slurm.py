@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from connectors import ConnectorError, JobSpec, RunStatus, get_connector
-from connectors.slurm import map_state, parse_gres
+from connectors.slurm import SlurmConnector, map_state, parse_gres
 from tests.runtimes.slurm import SlurmCluster
 
 
@@ -140,6 +140,7 @@ def test_failed_release_is_raised_and_the_retried_submit_releases(
     connector = get_connector("slurm", cluster.connector_config("cli"))
     spec = JobSpec(run_key=f"gs-held-{time.time_ns() % 10**9}", name="held", command="sleep 0.5", hardware="h100",
                    gpu_count=1)  # fmt: skip
+    assert isinstance(connector, SlurmConnector)
     real_run = connector._run
 
     def release_fails(*args: str, **kwargs: object) -> str:
@@ -191,6 +192,7 @@ _UNKNOWN_JOB_DELETE = _Recorded(500, [{"description": "unable to kill JobId=42 w
 def _rest_connector_answering(monkeypatch: pytest.MonkeyPatch, reply: _Recorded):  # type: ignore[no-untyped-def]
     connector = get_connector("slurm", {"mode": "rest", "rest_url": "http://127.0.0.1:9", "rest_user": "nobody",
                                         "rest_token": "t"})  # fmt: skip
+    assert isinstance(connector, SlurmConnector)
     monkeypatch.setattr(connector.rest.session, "request", lambda *args, **kwargs: reply)
     return connector
 

@@ -12,7 +12,7 @@ from forecasting.sources.watttime import read_watttime
 
 def test_energycharts_price_quarter_hours_become_hourly_means(data_dir):
     frame, meta = read_energycharts(data_dir / "energycharts_price.json", "price")
-    assert str(frame.index.tz) == "UTC"
+    assert str(pd.DatetimeIndex(frame.index).tz) == "UTC"
     assert list(frame.index) == list(pd.date_range("2024-01-01", periods=2, freq="h", tz="UTC"))
     assert frame["price_eur_mwh"].tolist() == [63.0, -2.0]  # negative prices kept
     assert meta["unit"] == "EUR/MWh"
@@ -116,7 +116,7 @@ def test_naive_duplicates_are_refused(tmp_path):
 
 def test_harmonized_zero_load_is_missing(data_dir):
     frame, meta = read_harmonized(data_dir / "harmonized_small.csv", zone="XX")
-    assert np.isnan(frame.loc["2022-01-01 05:00", "load_forecast_mw"])
+    assert frame["load_forecast_mw"].isna()["2022-01-01 05:00"]
     assert meta["zero_load_set_missing"] == 2  # load_mw and load_forecast_mw of that hour
     assert pd.Timestamp("2022-01-02 06:00", tz="UTC") not in frame.index  # the dropped row stays a gap
 

@@ -127,6 +127,7 @@ def test_each_revision_steps_down_and_up_with_data(scratch):
     for rev in script.walk_revisions():  # newest first
         if rev.down_revision is None:
             continue  # stepping below the first revision is the base test below
+        assert isinstance(rev.down_revision, str)  # one parent: the history has no merge revisions
         migrate.downgrade(scratch, rev.down_revision)
         kept = _count(scratch, Job)
         assert kept in (None, n_jobs), f"downgrade below {rev.revision} lost jobs: {kept} of {n_jobs}"
@@ -165,7 +166,7 @@ def test_runs_stored_before_the_hardware_column_keep_their_hardware(scratch):
     migrate.downgrade(scratch, below)  # the schema those runs were stored under
     migrate.upgrade(scratch)
     with engine.connect() as conn:
-        got = dict(conn.execute(text("SELECT run_key, hardware_type_id FROM runs")).all())
+        got = {key: hw for key, hw in conn.execute(text("SELECT run_key, hardware_type_id FROM runs"))}
     engine.dispose()
     assert got == {f"gs-{job_ids[0]}-1-h100-3fa9c2": hw_id, "someone-elses-key": None}
 

@@ -64,7 +64,9 @@ def test_the_listing_holds_exactly_the_options_within_the_reduced_cost_gap_chunk
         got = enumerate_options(tb, cls, rep, m, -math.inf)
         assert got is not None
         lower = got[1]
-        table, _, exact = enumerate_options(tb, cls, rep, m, lower + upper_gap)
+        listing = enumerate_options(tb, cls, rep, m, lower + upper_gap)
+        assert listing is not None
+        table, _, exact = listing
         assert exact
         listed = {tuple(int(v) for v in row) for row in table}
         want = set()

@@ -58,6 +58,11 @@ def test_warm_started_master_matches_a_master_solved_from_scratch():
     assert math.isclose(bound_warm, cold.value(), rel_tol=1e-6)  # every column there: duals give the LP bound
 
 
+def _sleep_then_one() -> int:
+    time.sleep(30)
+    return 1
+
+
 def test_fork_call_returns_the_value_none_on_error_and_none_past_its_time():
     from optimizer.parallel import fork_call
 
@@ -71,7 +76,7 @@ def test_fork_call_returns_the_value_none_on_error_and_none_past_its_time():
 
     failing = fork_call(broken)
     assert failing is not None and failing.result(timeout_s=10.0) is None
-    slow = fork_call(lambda: time.sleep(30) or 1)
+    slow = fork_call(_sleep_then_one)
     assert slow is not None
     t0 = time.perf_counter()
     assert slow.result(timeout_s=0.3) is None
@@ -84,7 +89,7 @@ def test_a_child_whose_result_is_never_asked_for_is_killed_and_reaped():
 
     from optimizer.parallel import fork_call
 
-    child = fork_call(lambda: time.sleep(30) or 1)
+    child = fork_call(_sleep_then_one)
     assert child is not None
     pid = child.pid
     del child  # as when the solve that started it raised

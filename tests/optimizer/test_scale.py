@@ -38,7 +38,7 @@ def _random(seed: int, n_jobs: int = 40, n_slots: int = 16):
     for i in range(n_jobs):
         rel = int(rng.integers(0, n_slots - 4))
         dur = int(rng.integers(1, 6))
-        dl = int(min(n_slots, rel + dur + rng.integers(0, 8)))
+        dl = min(n_slots, rel + dur + int(rng.integers(0, 8)))
         intr = bool(rng.random() < 0.35)
         jobs.append(
             Job(
@@ -71,8 +71,8 @@ def test_the_one_pass_scan_finds_the_per_pair_scans_option(seed, priced):
     res = Residual(tb)
     half = greedy_order(tb)[: tb.J // 2]
     ch = place(tb, half)
-    for row in np.flatnonzero(ch.r >= 0):
-        res.apply(tb, ch, int(row), -1)
+    for placed in np.flatnonzero(ch.r >= 0):
+        res.apply(tb, ch, int(placed), -1)
     compared = 0
     for row in range(tb.J):
         r, h = np.nonzero(tb.elig[row])

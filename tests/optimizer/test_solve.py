@@ -198,7 +198,7 @@ def planner_options(j, pb):
     out = []
     for r in pb.regions:
         for _hw, d in j.duration_slots.items():
-            runs = [((s, d),) for s in range(j.release_slot, j.deadline_slot - d + 1)]
+            runs: list[tuple[tuple[int, int], ...]] = [((s, d),) for s in range(j.release_slot, j.deadline_slot - d + 1)]
             a = math.ceil(d / 2)
             b = d - a + j.checkpoint_overhead_slots
             if j.interruptible and d - a > 0 and min(a, b) >= j.min_chunk_slots:

@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from connectors import JobSpec, RunStatus, get_connector
+from connectors.local import LocalConnector
 
 TRAIN = """
 import time, torch
@@ -65,6 +66,7 @@ def main() -> int:
     args = parser.parse_args()
     state_dir = Path(tempfile.mkdtemp(prefix="gs-gpu-check-"))
     connector = get_connector("local", {"state_dir": str(state_dir), "meter_interval_s": 1.0})
+    assert isinstance(connector, LocalConnector)
     capacity = connector.capacity()
     hardware = next(iter(capacity.gpus_total), None)
     if hardware is None:

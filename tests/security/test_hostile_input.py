@@ -21,7 +21,12 @@ def test_a_read_only_token_is_refused_before_its_batch_is_validated(client, sess
 
     reader = make_token(session, "team-a", Role.READONLY)
     validated: list[int] = []
-    monkeypatch.setattr(jobs, "check_job", lambda *a, **k: validated.append(1) or (None, []))
+
+    def check_job(*args: object, **kwargs: object) -> tuple[None, list[object]]:
+        validated.append(1)
+        return None, []
+
+    monkeypatch.setattr(jobs, "check_job", check_job)
     bad = job_payload(now, allowed_regions=[f"nowhere{i}" for i in range(50)], gpu_count="many")
     resp = client.post("/api/v1/jobs/batch", json={"jobs": [bad] * 200}, headers=bearer(reader))
     assert resp.status_code == 403 and "read-only" in resp.json["detail"]  # was 422 listing 10,000 errors

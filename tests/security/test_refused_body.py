@@ -28,7 +28,7 @@ class Body(io.BytesIO):
 
 def call(app, path: str, body: bytes, headers: dict[str, str]) -> tuple[str, Body, dict[str, Any]]:  # type: ignore[no-untyped-def]
     stream = Body(body)
-    environ = EnvironBuilder(path=path, method="POST", headers=headers, content_type="application/json",
+    environ = EnvironBuilder(path=path, method="POST", headers=list(headers.items()), content_type="application/json",
                              content_length=len(body)).get_environ()  # fmt: skip
     environ["wsgi.input"] = stream
     environ["wsgi.input_terminated"] = True  # as gunicorn says: the server bounds the body itself

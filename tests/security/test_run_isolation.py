@@ -132,6 +132,7 @@ def test_a_local_job_never_runs_as_root_and_its_user_is_scrubbed_after(tmp_path:
         pytest.skip("the service is not root here: jobs run as its own user, never root")
     local = get_connector("local", {"state_dir": str(tmp_path / "state"), "gpus": {"h100": [0]},
                                     "run_users": None, "run_user_count": 1})  # fmt: skip
+    assert isinstance(local, LocalConnector)
     leftover = JobSpec(
         run_key="gs-leftover",
         name="l",
