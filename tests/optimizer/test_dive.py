@@ -108,3 +108,32 @@ def test_the_portfolio_dives_in_children_and_leaves_the_lp_as_it_was():
     assert all(var.lower_bound == 0.0 for _, var in master.column_vars)
     alone = dive_portfolio(tb, master, rep, counts, time_limit_s=20.0, workers=1)
     assert len(alone) == 1 and _fits(tb, alone[0])
+
+
+def _counting_solve(master, fixed_at_solve: list[int]):
+    """``master.solve`` that first records the jobs fixed so far (the sum of the columns' lower bounds)."""
+    solve = master.solve
+
+    def counted(*args, **kwargs):
+        fixed_at_solve.append(int(sum(var.lower_bound for _, var in master.column_vars)))
+        return solve(*args, **kwargs)
+
+    return counted
+
+
+def test_the_dive_ends_without_re_solving_for_a_step_that_fixes_few_jobs():
+    from optimizer.dive import TAIL_SHARE, lp_dive
+    from optimizer.tables import build_tables
+
+    batch = 8
+    for seed in (1, 2, 3, 5):
+        tb = build_tables(_medium(seed))
+        rep, counts, master = _master(tb)
+        fixed_at_solve: list[int] = []
+        master.solve = _counting_solve(master, fixed_at_solve)
+        got = lp_dive(tb, master, rep, counts, time_limit_s=5.0, batch=batch)
+        assert _fits(tb, got)
+        # every re-solve follows a step that fixed at least a quarter of the batch (the first step aside): the
+        # tail of steps that cap dozens of columns for a job or two is left to the greedy completion
+        steps = np.diff(np.array(fixed_at_solve))
+        assert (steps >= int(TAIL_SHARE * batch)).all()
