@@ -22,6 +22,9 @@ from optimizer.bound import Multipliers, subgradient
 from optimizer.tables import Tables
 
 PARALLEL_ASCENT_MAX_JOBS = 20_000  # beyond, two processes' evaluation temporaries may not fit in memory
+# longest wait [s] for the next piece of an answer the child has started sending (it only pickles and writes then:
+# a plan of 100,000 jobs is ~6 MiB, written in well under a second)
+SEND_STALL_S = 2.0
 
 
 def _end(pid: int, read_fd: int) -> None:
@@ -46,15 +49,21 @@ class Child:
         self._finalizer = weakref.finalize(self, _end, pid, read_fd)
 
     def result(self, timeout_s: float) -> Any | None:
-        """The child's return value, or ``None`` if it failed or did not answer within ``timeout_s`` [s]."""
+        """The child's return value, or ``None`` if it failed or did not start answering within ``timeout_s`` [s].
+
+        A child that has started sending has finished its work: the rest of its answer is read to the end even
+        past ``timeout_s`` (a pipe holds 64 KiB, so a larger answer comes in pieces as the parent reads), as long
+        as each piece follows the last within ``SEND_STALL_S``.
+        """
         chunks: list[bytes] = []
         deadline = time.perf_counter() + max(0.0, timeout_s)
         try:
             while True:
-                wait = deadline - time.perf_counter()
-                ready, _, _ = select.select([self.read_fd], [], [], max(0.0, wait))
+                wait = SEND_STALL_S if chunks else max(0.0, deadline - time.perf_counter())
+                ready, _, _ = select.select([self.read_fd], [], [], wait)
                 if not ready:
-                    break  # too late: the child is killed below
+                    chunks = []  # too late, or stalled half-way: the child is killed below
+                    break
                 data = os.read(self.read_fd, 1 << 20)
                 if not data:
                     break

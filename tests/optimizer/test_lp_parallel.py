@@ -83,6 +83,21 @@ def test_fork_call_returns_the_value_none_on_error_and_none_past_its_time():
     assert time.perf_counter() - t0 < 5.0  # the late child is killed, not waited for
 
 
+def test_a_result_larger_than_a_pipe_is_read_whole_when_asked_for_at_its_deadline():
+    # the second worker's multipliers at 15-minute slots (R x H x T floats) and its plans at 10,000 jobs are far
+    # larger than the 64 KiB a pipe holds: the child writes them in pieces as the parent reads, so a parent that
+    # asks at the end of its time (timeout 0) must still read the whole answer once the child has started it
+    from optimizer.parallel import fork_call
+
+    big = np.arange(1 << 20, dtype=np.float64)  # 8 MiB
+    for _ in range(3):
+        child = fork_call(lambda: big * 2.0)
+        assert child is not None
+        time.sleep(0.5)  # the child has computed its answer and is blocked writing it
+        got = child.result(timeout_s=0.0)
+        assert got is not None and got.shape == big.shape and got[-1] == 2.0 * big[-1]
+
+
 def test_a_child_whose_result_is_never_asked_for_is_killed_and_reaped():
     import gc
     import os
