@@ -14,7 +14,7 @@ from optimizer.eject import eject_improve
 from optimizer.heuristic import improve, place
 from optimizer.parallel import fork_call
 from optimizer.phases_bound import place_left_out
-from optimizer.pipeline import RINS_MIN_S, RINS_RESERVE_S, SHARE, SolveRun
+from optimizer.pipeline import RINS_MIN_S, RINS_RESERVE_S, RINS_WORKER_MIN_S, SHARE, SolveRun
 from optimizer.rechunk import rechunk
 from optimizer.recreate import ruin_recreate
 from optimizer.submip import rins
@@ -103,7 +103,8 @@ def _keep_mip(run: SolveRun, got: Choice | None) -> bool:
 
 def rins_start(run: SolveRun) -> None:
     """On the LP path, the MIP over the LP's columns around the best plan runs on the second core while the moves
-    below go on; its plan is collected at the end (in-process, on a share of the time left, with one worker)."""
+    below go on, with at least ``RINS_WORKER_MIN_S`` left; its plan is collected at the end (in-process, on a share of
+    the time left, with one worker and at least ``RINS_MIN_S`` left)."""
     params = run.params
     if (
         run.capped
@@ -111,7 +112,7 @@ def rins_start(run: SolveRun) -> None:
         or not run.lp_path
         or run.lp_sol is None
         or run.use_cpsat
-        or run.left() <= RINS_MIN_S
+        or run.left() <= (RINS_WORKER_MIN_S if params.num_workers >= 2 else RINS_MIN_S)
     ):
         return
     args = (run.tb, run.cls, run.rep, run.counts, run.info["columns_table"], run.lp_sol[1], run.best.plan)

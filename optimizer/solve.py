@@ -13,7 +13,7 @@ Pipeline (each step bounded by the time limit):
    rounded the same way while the ascent goes on on the second worker (``optimizer.master``).
 4. Priced placement (objective + capacity prices; skipped after a master LP rounding); jobs left out are
    placed by ejection moves (evict flexible jobs, re-place them); local search over the best start per
-   (region, hardware) and every LP column of the job's class. On the LP path, with at least ``RINS_MIN_S`` left,
+   (region, hardware) and every LP column of the job's class. On the LP path, with at least ``RINS_WORKER_MIN_S`` left,
    a MIP over the LP's columns around the best plan (``optimizer.submip``) runs on the second worker meanwhile;
    the better of its plan and the local search's is kept.
 5. Up to ``max_cpsat_jobs`` jobs, if the reduced-cost-fixed option set is small enough, CP-SAT over

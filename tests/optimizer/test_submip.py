@@ -115,6 +115,28 @@ def test_solve_collects_the_mip_plan_from_the_second_worker_or_runs_it_alone(mon
     assert not any("rins" in note for note in off.stats.notes)
 
 
+def test_a_short_solve_with_two_workers_runs_the_mip_on_the_second_worker():
+    # a 6-s solve leaves the MIP less than ``RINS_MIN_S``: on the second worker it still runs (it costs the moves
+    # on the first one nothing), alone it does not (it would take their time)
+    from optimizer.pipeline import RINS_MIN_S, RINS_WORKER_MIN_S
+
+    limit = 6.0
+    assert RINS_WORKER_MIN_S < limit - 1.0 < RINS_MIN_S
+    rng = np.random.default_rng(11)
+    regions = [region(n, rng.integers(5, 100, 12), gpus=4, budget_kw=4.0) for n in ("A", "B", "C")]
+    jobs = [
+        job(f"j{i}", gpus=int(rng.choice([1, 2, 4])), dur=int(rng.integers(1, 6)), n_slots=12)
+        for i in range(40)
+    ]
+    pb = problem(regions, jobs)
+    two = solve(pb, SolveParams(time_limit_s=limit, num_workers=2, random_seed=3, max_cpsat_jobs=0))
+    assert check_plan(pb, two).ok
+    assert any(note.startswith("rins objective=") for note in two.stats.notes)
+    one = solve(pb, SolveParams(time_limit_s=limit, num_workers=1, random_seed=3, max_cpsat_jobs=0))
+    assert check_plan(pb, one).ok
+    assert not any("rins" in note for note in one.stats.notes)
+
+
 def test_a_plan_packed_to_the_last_milliwatt_still_starts_the_mip():
     """The MIP's power rows keep a margin against rounding, but never below what the plan it starts from draws."""
     from optimizer.bound import usage
