@@ -174,6 +174,32 @@ NEXT_DIVE_RATIO = 1.7
 TAIL_SHARE = 0.25
 
 
+# share of the dives' time the per-slot rows may take before the dives start (``refine_slots``; 1,000 jobs at
+# 15-minute slots, seeds 0-4: 5-7 re-solves adding 430-540 rows to the ~900 block rows, 0.7-2.0 s on a shared
+# 2-core machine; without capacity blocks, at 60 minutes, there is nothing to refine and it is skipped)
+REFINE_SHARE = 0.5
+
+
+def refine_slots(master: RestrictedMaster, *, time_limit_s: float) -> int:
+    """Per-slot capacity rows where the LP solution overfills a slot of a capacity block, re-solved until none is
+    overfilled or ``time_limit_s`` [s] is up; returns how many rows were added.
+
+    Over hour blocks the LP spreads an hour's GPUs and power freely over its quarter-hours, so a dive from it fixes
+    jobs on columns that no longer fit slot by slot and ends far above the LP (1,000 jobs at 15-minute slots, seed
+    3, untimed: 776.0 EUR against 763.8 from the refined LP, whose value rises only from 756.22 to 757.69).
+    """
+    t0 = time.perf_counter()
+    added = 0
+    while (left := time_limit_s - (time.perf_counter() - t0)) > 0:
+        n = master.refine()
+        if not n:
+            break
+        added += n
+        if not master.solve(left, bounds_changed=True):
+            break
+    return added
+
+
 def dive_portfolio(
     tb: Tables, master: RestrictedMaster, rep: np.ndarray, counts: np.ndarray, *, time_limit_s: float, workers: int
 ) -> list[Choice]:
@@ -181,12 +207,16 @@ def dive_portfolio(
 
     Every dive runs in a forked child (each changes its copy of the LP; ``master`` stays as it is), two at a time
     with two workers (the lanes side by side). With one worker, or where fork is unavailable, one dive of the first
-    lane runs here, on ``master`` itself.
+    lane runs here, on ``master`` itself. Where the LP prices capacity over blocks (``Tables.blocks``), ``master``
+    first gets per-slot rows where its solution overfills a slot (``refine_slots``), and the dives start from that.
     """
     t0 = time.perf_counter()
 
     def left() -> float:
         return time_limit_s - (time.perf_counter() - t0)
+
+    if tb.blocks is not None:  # the dives start from an LP that fills no slot past its capacity
+        refine_slots(master, time_limit_s=REFINE_SHARE * time_limit_s)
 
     def dive(share: float, price_every: int, budget_s: float) -> Choice:
         batch = max(1, int(share * tb.J))
@@ -197,7 +227,7 @@ def dive_portfolio(
         return fork_call(lambda: dive(share, price_every, budget))
 
     if workers < 2:
-        return [dive(*DIVE_LANES[0][0], time_limit_s)]
+        return [dive(*DIVE_LANES[0][0], max(0.0, left()))]
     others = [start(*lane[0]) for lane in DIVE_LANES[1:]]
     plans: list[Choice] = []
     for k, (share, every) in enumerate(DIVE_LANES[0]):
