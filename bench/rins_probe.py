@@ -1,10 +1,16 @@
-"""How good a plan does the MIP over the LP's columns find at 15 minutes, against the dives? (issue 27)
+"""Which plan does the time after the LP buy at 15 minutes? (issue 27)
 
-Runs the planner's first phases (tables, greedy, column generation for the same share) once, then from that state,
-each for the same wall time: (1) the dives (``dive_portfolio``, both lanes), (2) ``submip.rins`` from the LP
-rounding, in this process, (3) both side by side (dive on one worker, MIP on the other).
+Runs the planner's first phases once (tables, greedy plan, column generation for its share of ``--time-limit``),
+then, each in a forked child from that same state (one core each, one after the other), one of:
 
-    python bench/rins_probe.py --jobs 1000 --seed 3 --slot-minutes 15 --budget 5 --json
+* ``dives``: the planner's dives (``dive_portfolio``, both lanes, two workers);
+* ``block[:S[:SHARE:EVERY]]``: one dive of ``SHARE`` of the jobs a step, pricing every ``EVERY`` steps, for ``S``
+  seconds, on the LP over hour blocks as column generation left it;
+* ``refined[:S[:SHARE:EVERY]]``: the same from the LP refined per slot (``refine_slots``; its time counts in ``S``);
+* ``slot[:S[:SHARE:EVERY]]``: the same from the LP over the same columns with a row for every slot;
+* ``mip[:S]``: the MIP over the LP's columns (``submip.rins``) from the LP rounding for ``S`` seconds.
+
+    python bench/rins_probe.py --jobs 1000 --seed 3 --slot-minutes 15 --modes dives,refined:4.5,mip:5 --json
 """
 
 from __future__ import annotations
@@ -14,18 +20,20 @@ import copy
 import json
 import sys
 import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.plan_bench import make_objective
 from bench.plan_workload import add_workload_args, workload_problem
 from optimizer import phases_bound
-import numpy as np
-
 from optimizer.bound import Choice
-from optimizer.dive import _complete, dive_portfolio, lp_dive
-from optimizer.rounding import round_lp
+from optimizer.dive import dive_portfolio, lp_dive, refine_slots
+from optimizer.heuristic import penalised_objective
 from optimizer.lp import RestrictedMaster
 from optimizer.parallel import fork_call
-from optimizer.heuristic import penalised_objective
 from optimizer.problem import SolveParams
 from optimizer.solve import start_run
 from optimizer.submip import rins
@@ -35,16 +43,18 @@ from optimizer.tables import build_tables
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_workload_args(ap, jobs=1000, slot_minutes=True)
-    ap.add_argument("--time-limit", type=float, default=10.0, help="planner limit the LP's share is taken of [s]")
-    ap.add_argument("--budget", type=float, default=5.0, help="wall time for each of dives / MIP [s]")
-    ap.add_argument("--modes", default="dive,rins", help="comma list of dive, rins, rins_dive")
+    ap.add_argument(
+        "--time-limit", type=float, default=10.0, help="planner limit the LP's share is taken of [s]"
+    )
+    ap.add_argument("--modes", default="dives,refined:4.5", help="comma list (see above)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     problem = workload_problem(args, make_objective("cost", 0.0, None), slot_minutes=args.slot_minutes)
-    params = SolveParams(time_limit_s=args.time_limit, random_seed=args.seed)
     t0 = time.perf_counter()
     tb = build_tables(problem)
-    run = start_run(tb, params, t0, time.perf_counter(), {})
+    run = start_run(
+        tb, SolveParams(time_limit_s=args.time_limit, random_seed=args.seed), t0, time.perf_counter(), {}
+    )
     phases_bound.lp_colgen(run)
     master = run.info.pop("master")
     rounding = run.best.plan
@@ -55,86 +65,67 @@ def main(argv: list[str] | None = None) -> int:
         "lp_converged": bool(run.info["converged"]),
         "lp_rounds": run.info["rounds"],
         "lp_s": run.phases.get("lp_colgen"),
-        "rounding": penalised_objective(tb, rounding),
+        "rounding": round(penalised_objective(tb, rounding), 3),
         "bound": run.lower,
     }
-    prim = run.info["primal"]
-    gpu = np.zeros(tb.cap.shape)
-    kw = np.zeros(tb.kw_cap.shape)
-    for row_ in prim:
-        c, r, h, s1, l1, s2, l2 = (int(v) for v in row_[:7])
-        x = row_[7]
-        j = int(run.rep[c])
-        for s_, l_ in ((s1, l1), (s2, l2)):
-            gpu[r, h, s_ : s_ + l_] += x * tb.g[j]
-            kw[r, s_ : s_ + l_] += x * tb.g[j] * tb.pkw[j, h] * tb.pue[r]
-    out["over_gpu_slots"] = int((gpu > tb.cap + 1e-6).sum())
-    out["over_kw_slots"] = int((kw > tb.kw_cap / 1e6 * 1e3 + 1e-6).sum()) if False else int((kw > tb.kw_cap + 1e-6).sum())
-    out["gpu_rows_block"] = len(master.gpu_rows)
-    out["kw_rows_block"] = len(master.kw_rows)
-    out["kw_scale"] = [float(kw.max()), float(tb.kw_cap.max())]
-    args_mip = (tb, run.cls, run.rep, run.counts, run.info["columns_table"], run.info["primal"])
-    def run_mode(mode: str) -> dict:
-        out: dict = {}
+
+    def one(mode: str) -> dict:
+        name, *rest = mode.split(":")
+        budget = float(rest[0]) if rest else 4.5
+        share, every = (float(rest[1]), int(rest[2])) if len(rest) >= 3 else (0.025, 1)
         t = time.perf_counter()
-        if mode == "dive":
-            plans = dive_portfolio(tb, copy.copy(master), run.rep, run.counts, time_limit_s=args.budget, workers=2)
-            out["dive"] = [round(penalised_objective(tb, p), 3) for p in plans]
-        elif mode.startswith("slotdive") or mode.startswith("blockdive"):
-            # one dive (first lane) untimed-ish, on the block LP or on the LP over the same columns per slot
-            budget = float(mode.split(":")[1]) if ":" in mode else args.budget
-            share, every = (float(x) for x in (mode.split(":")[2:4] if mode.count(":") >= 3 else (0.025, 1)))
-            if mode.startswith("slotdive"):
-                tb2 = copy.copy(tb)
-                tb2.blocks = None
-                m2 = RestrictedMaster(tb2, run.cls, run.rep, run.counts)
-                keys = np.array([k for k, _ in master.column_vars], dtype=np.int64)
-                m2.add_options(Choice(*(keys[:, i] for i in range(1, 7))), np.arange(len(keys)), run.rep[keys[:, 0]])
-                ok = m2.solve(30.0)
-                out[mode + "_resolve_s"] = round(time.perf_counter() - t, 2)
-                out[mode + "_lp"] = m2.value()
-                dm = m2
-            else:
-                dm = copy.copy(master)
-                tb2 = tb
-            ref = mode.startswith("blockdiveref")
-            if ref:
-                rows = []
-                for _ in range(8):
-                    n_new = dm.refine()
-                    rows.append(n_new)
-                    if not n_new or not dm.solve(30.0, bounds_changed=True):
-                        break
-                out[mode + "_refine"] = rows
-                out[mode + "_refine_s"] = round(time.perf_counter() - t, 2)
-                out[mode + "_lp"] = dm.value()
-            if mode.startswith("blockdiveref0round"):
-                m_ref, _ = dm.duals()
-                t_r = time.perf_counter()
-                out[mode + "_round"] = round(penalised_objective(tb, round_lp(tb, run.cls, dm.primal(), m_ref)), 3)
-                out[mode + "_round_s"] = round(time.perf_counter() - t_r, 2)
-                out[mode + "_complete"] = round(penalised_objective(tb, _complete(tb, dm, run.rep, {})), 3)
-                return out
-            got = lp_dive(tb2, dm, run.rep, run.counts, time_limit_s=budget - (time.perf_counter() - t),
-                          batch=max(1, int(share * tb.J)), price_every=int(every),
-                          refine=ref and not mode.startswith("blockdiveref0"))
-            out[mode] = round(penalised_objective(tb, got), 3)
-        elif mode.startswith("rins"):
-            budget = float(mode[4:] or args.budget)
-            got = rins(*args_mip, rounding, time_limit_s=budget, seed=args.seed)
-            out[mode] = None if got is None else round(penalised_objective(tb, got), 3)
-        out[f"{mode}_s"] = round(time.perf_counter() - t, 2)
-        return out
+        got: dict = {}
+        if name == "dives":
+            plans = dive_portfolio(tb, master, run.rep, run.counts, time_limit_s=budget, workers=2)
+            got["plans"] = [round(penalised_objective(tb, p), 3) for p in plans]
+        elif name in ("block", "refined", "slot"):
+            lp, tb_lp = master, tb
+            if name == "refined":
+                got["rows_added"] = refine_slots(lp, time_limit_s=0.5 * budget)
+            elif name == "slot":
+                tb_lp = copy.copy(tb)
+                tb_lp.blocks = None
+                lp = RestrictedMaster(tb_lp, run.cls, run.rep, run.counts)
+                keys = np.array([key for key, _ in master.column_vars], dtype=np.int64)
+                lp.add_options(
+                    Choice(*(keys[:, k] for k in range(1, 7))), np.arange(len(keys)), run.rep[keys[:, 0]]
+                )
+                lp.solve(budget)
+            got["lp_s"], got["lp"] = round(time.perf_counter() - t, 2), lp.value()
+            plan = lp_dive(
+                tb_lp,
+                lp,
+                run.rep,
+                run.counts,
+                time_limit_s=budget - (time.perf_counter() - t),
+                batch=max(1, int(share * tb.J)),
+                price_every=every,
+            )
+            got["plan"] = round(penalised_objective(tb, plan), 3)
+        elif name == "mip":
+            cols = run.info["columns_table"]
+            plan = rins(
+                tb,
+                run.cls,
+                run.rep,
+                run.counts,
+                cols,
+                run.info["primal"],
+                rounding,
+                time_limit_s=budget,
+                seed=args.seed,
+            )
+            got["plan"] = None if plan is None else round(penalised_objective(tb, plan), 3)
+        got["s"] = round(time.perf_counter() - t, 2)
+        return got
 
     for mode in args.modes.split(","):
-        child = fork_call(lambda mode=mode: run_mode(mode))
-        got_mode = child.result(timeout_s=600) if child is not None else None
-        out.update(got_mode or {mode: "failed"})
-        print(mode, got_mode, flush=True)
+        child = fork_call(lambda mode=mode: one(mode))  # each from the same LP (the dives change theirs)
+        out[mode] = (child.result(timeout_s=3600) if child is not None else None) or "failed"
+        if not args.json:
+            print(mode, out[mode], flush=True)
     if args.json:
         print(json.dumps(out))
-    else:
-        print(out)
     return 0
 
 

@@ -62,7 +62,7 @@ def test_refined_lp_fills_no_quarter_hour_past_its_capacity_and_stays_a_relaxati
 
 
 def test_a_slot_row_prices_its_quarter_hour_on_top_of_its_hour_and_columns_added_later_count_in_it():
-    tb, cls, counts, master = _converged_block_lp()
+    tb, cls, _, master = _converged_block_lp()
     refine_slots(master, time_limit_s=30.0)
     m, _ = master.duals()
     y = master.y
@@ -73,9 +73,17 @@ def test_a_slot_row_prices_its_quarter_hour_on_top_of_its_hour_and_columns_added
             assert np.isclose(m.lam[r, h, t], expect)
     # a column added after the refinement gets its GPUs in the slot rows it runs through
     r, h, t = (int(v) for v in np.argwhere(master.slot_gpu >= 0)[0])
-    j = next(j for j in range(tb.J) if tb.allowed[j].any() and tb.rel[j] <= t < tb.dl[j] and tb.g[j] <= tb.cap[r, h, t])
-    s, ln = next((s, ln) for ln in range(1, 9) for s in range(t - ln + 1, t + 1)
-                 if s >= 0 and (int(cls[j]), r, h, s, ln, 0, 0) not in master.columns)
+    j = next(
+        j
+        for j in range(tb.J)
+        if tb.allowed[j].any() and tb.rel[j] <= t < tb.dl[j] and tb.g[j] <= tb.cap[r, h, t]
+    )
+    s, ln = next(
+        (s, ln)
+        for ln in range(1, 9)
+        for s in range(t - ln + 1, t + 1)
+        if s >= 0 and (int(cls[j]), r, h, s, ln, 0, 0) not in master.columns
+    )
     opt = Choice(*(np.array([v], dtype=np.int64) for v in (r, h, s, ln, 0, 0)))
     assert master.add_options(opt, np.arange(1), np.array([j])) == 1
     var = master.column_vars[-1][1]
