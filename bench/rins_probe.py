@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import sys
 import time
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             got["plan"] = round(penalised_objective(tb, plan), 3)
         elif name == "mip":
             cols = run.info["columns_table"]
-            plan = rins(
+            mip_plan = rins(
                 tb,
                 run.cls,
                 run.rep,
@@ -115,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
                 time_limit_s=budget,
                 seed=args.seed,
             )
-            got["plan"] = None if plan is None else round(penalised_objective(tb, plan), 3)
+            got["plan"] = None if mip_plan is None else round(penalised_objective(tb, mip_plan), 3)
         got["s"] = round(time.perf_counter() - t, 2)
         return got
 
     for mode in args.modes.split(","):
-        child = fork_call(lambda mode=mode: one(mode))  # each from the same LP (the dives change theirs)
+        child = fork_call(functools.partial(one, mode))  # each from the same LP (the dives change theirs)
         out[mode] = (child.result(timeout_s=3600) if child is not None else None) or "failed"
         if not args.json:
             print(mode, out[mode], flush=True)

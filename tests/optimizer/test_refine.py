@@ -67,10 +67,10 @@ def test_a_slot_row_prices_its_quarter_hour_on_top_of_its_hour_and_columns_added
     m, _ = master.duals()
     y = master.y
     for (r, h, b), row in master.gpu_rows.items():
-        for t in np.flatnonzero(master.block_of == b):
-            own = master.slot_gpu[r, h, t]
+        for slot in np.flatnonzero(master.block_of == b):
+            own = master.slot_gpu[r, h, slot]
             expect = max(0.0, -y[row.id]) + (max(0.0, -y[own]) if own >= 0 else 0.0)
-            assert np.isclose(m.lam[r, h, t], expect)
+            assert np.isclose(m.lam[r, h, slot], expect)
     # a column added after the refinement gets its GPUs in the slot rows it runs through
     r, h, t = (int(v) for v in np.argwhere(master.slot_gpu >= 0)[0])
     j = next(
