@@ -38,8 +38,14 @@ from optimizer.tables import Tables
 
 TRAIL_ITERATIONS = 15  # last ascent iterations whose options become columns (near the best multipliers)
 BEST_PAIRS = 3  # per job, its best options on this many (region, hardware) pairs at the best multipliers
-# master LP time per nonzero of its matrix, in units of one ascent iteration's measured time (CALIBRATE)
-MASTER_ITERATIONS_PER_NONZERO = 1.5e-4
+# master LP time per nonzero of its matrix, in units of one ascent iteration's measured time scaled to the master's
+# blocks (the iteration prices every start on the T slots, the master has a row per block: ``iteration_s * blocks /
+# T``). Measured at 10,000 jobs (HiGHS's solve alone, load 1.5-3.5 on the 2-core development machine): 2.53e-4 at
+# 15-minute slots over hour blocks (434,445 nonzeros, 6.38 s, iteration 0.232 s) and 2.71e-4 at 60 minutes (277,959,
+# 5.06 s, iteration 0.067 s); the iteration alone, unscaled, gave 6.3e-5 and 2.7e-4, 4x apart, and the cold
+# evaluation used before predicted 42.5-76.6 s for the per-slot master at 15 minutes. A master that does not finish
+# costs far more than one skipped (the priced placements then run as before), hence the margin of 1.5x.
+MASTER_ITERATIONS_PER_NONZERO = 4e-4
 # a master predicted not to finish is tried on the options of fewer of the ascent's last iterations, down to this
 # many (the iterations near the best multipliers repeat most options: 15 gave 32,776 columns at 10,000 jobs)
 MIN_TRAIL_ITERATIONS = 3
@@ -297,8 +303,8 @@ def master_guide(
     (seed 0: 9195 against 9222 from the trail alone; the full LP is at most 9197). The rounding is
     :func:`optimizer.rounding.round_lp`, checked slot by slot against the residual capacity, redone with the jobs
     it left out placed first when there are any. ``iteration_s`` [s], one ascent iteration on this machine,
-    predicts the LP's time: ``iteration_s * nonzeros * MASTER_ITERATIONS_PER_NONZERO``. A master predicted past
-    ``time_limit_s`` is tried on the options of fewer of the ascent's last iterations (down to
+    predicts the LP's time: ``iteration_s * blocks / T * nonzeros * MASTER_ITERATIONS_PER_NONZERO``. A master
+    predicted past ``time_limit_s`` is tried on the options of fewer of the ascent's last iterations (down to
     ``MIN_TRAIL_ITERATIONS``), then on fewer best pairs per job (``BEST_PAIRS`` down to 1), and is not started
     when even that does not fit (20,000 jobs in 60 s: a master that would not finish would leave the priced
     placements no time). ``notes`` receives what was solved, or why no LP came back. ``score`` ranks the two
@@ -319,7 +325,7 @@ def master_guide(
     while True:
         table = column_table(tb, cls, [*seeds, *pairs[:n_pairs], *trail[len(trail) - kept :]])
         nonzeros = master_nonzeros(tb, table, starts)
-        predicted_s = iteration_s * nonzeros * MASTER_ITERATIONS_PER_NONZERO
+        predicted_s = iteration_s * len(starts) / max(1, tb.T) * nonzeros * MASTER_ITERATIONS_PER_NONZERO
         if predicted_s <= time_limit_s:
             break
         if kept > MIN_TRAIL_ITERATIONS:

@@ -104,7 +104,7 @@ def test_the_rounding_of_the_master_over_hour_blocks_fits_every_quarter_hour():
     _, cheapest, _ = evaluate(tb, m)
     got = master_guide(tb, cls, rep, counts, [cheapest], m, [], time_limit_s=5.0, iteration_s=0.01)
     assert got is not None
-    _, primal, _, plan = got
+    _, _, _, plan = got
     assert not (plan.r < 0).any()
     first = plan.s1.tolist()
     assert len(set(first)) == 2 and all(s < 4 for s in first)  # both in the cheap hour, one quarter-hour each
@@ -138,8 +138,9 @@ def test_master_guide_takes_fewer_best_pairs_when_the_fewest_iterations_would_st
     nz_one = master_nonzeros(tb, column_table(tb, cls, [pairs[0], *trail]))
     assert nz_one < nz_all
     limit_s = 5.0
+    per_block = len(tb.blocks) / tb.T  # the iteration's time scaled to the master's blocks
     # room for the trail with one best pair, not with all of them
-    iteration_s = limit_s / (MASTER_ITERATIONS_PER_NONZERO * 0.5 * (nz_one + nz_all))
+    iteration_s = limit_s / (MASTER_ITERATIONS_PER_NONZERO * per_block * 0.5 * (nz_one + nz_all))
     notes: list[str] = []
     got = master_guide(tb, cls, rep, counts, trail, m, [], time_limit_s=limit_s, iteration_s=iteration_s, notes=notes)
     assert got is not None and not (got[3].r < 0).any()
@@ -150,7 +151,7 @@ def test_master_guide_takes_fewer_best_pairs_when_the_fewest_iterations_would_st
     assert " and 1 pairs" in said[0] or " and 2 pairs" in said[0]
     # with too little time even for one pair and the fewest iterations, no LP is started
     notes = []
-    slow = limit_s / (MASTER_ITERATIONS_PER_NONZERO * 0.5 * nz_one)
+    slow = limit_s / (MASTER_ITERATIONS_PER_NONZERO * per_block * 0.5 * nz_one)
     assert master_guide(tb, cls, rep, counts, trail, m, [], time_limit_s=limit_s, iteration_s=slow, notes=notes) is None
     assert notes and notes[0].startswith("master lp skipped:") and " and 1 pairs" in notes[0]
 
