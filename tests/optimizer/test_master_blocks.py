@@ -128,6 +128,7 @@ def test_master_guide_takes_fewer_best_pairs_when_the_fewest_iterations_would_st
     rng = np.random.default_rng(7)
     pb = _quarter_hours(rng, n_jobs=12, hours=3, gpus=8, budget_kw=10.0)
     tb = build_tables(pb)
+    assert tb.blocks is not None and tb.blocks.tolist() == [0, 4, 8]
     cls, rep, counts = build_classes(tb)
     m = Multipliers.zeros(tb)
     found: list = []
