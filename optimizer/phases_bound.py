@@ -292,6 +292,7 @@ def collect_ascent(run: SolveRun) -> None:
     if got is not None:
         if float(got[0]) > run.bound:
             run.m = got[1]
+            run.notes.append(f"bound: the second worker's multipliers kept ({float(got[0]):.6g} > {run.bound:.6g})")
         run.bound = max(run.bound, float(got[0]))
     else:
         run.notes.append("bound: the second worker's ascent gave no result in time")

@@ -172,6 +172,7 @@ def test_collect_ascent_keeps_the_second_workers_multipliers_only_when_its_bound
     higher = run_with(12.0)
     collect_ascent(higher)
     assert higher.bound == 12.0 and higher.m is theirs
+    assert higher.notes == ["bound: the second worker's multipliers kept (12 > 10)"]
     lower = run_with(9.0)
     collect_ascent(lower)
     assert lower.bound == 10.0 and lower.m is mine
