@@ -43,8 +43,9 @@ BEST_PAIRS = 3  # per job, its best options on this many (region, hardware) pair
 # T``). Measured at 10,000 jobs (HiGHS's solve alone, load 1.5-3.5 on the 2-core development machine): 2.53e-4 at
 # 15-minute slots over hour blocks (434,445 nonzeros, 6.38 s, iteration 0.232 s) and 2.71e-4 at 60 minutes (277,959,
 # 5.06 s, iteration 0.067 s); the iteration alone, unscaled, gave 6.3e-5 and 2.7e-4, 4x apart, and the cold
-# evaluation used before predicted 42.5-115 s for the per-slot master at 15 minutes (skipped in every run). A master that does not finish
-# costs far more than one skipped (the priced placements then run as before), hence the margin of 1.5x.
+# evaluation used before predicted 42.5-115 s for the per-slot master at 15 minutes (skipped in every run). A master
+# that does not finish costs far more than one skipped (the priced placements then run as before), hence the margin
+# of 1.5x.
 MASTER_ITERATIONS_PER_NONZERO = 4e-4
 # a master predicted not to finish is tried on the options of fewer of the ascent's last iterations, down to this
 # many (the iterations near the best multipliers repeat most options: 15 gave 32,776 columns at 10,000 jobs)
