@@ -15,6 +15,7 @@ Lagrangian bound of 9150) and its solution is rounded and guides the group moves
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -29,6 +30,7 @@ from ortools.math_opt import (
 from ortools.math_opt.core.python import solver as core_solver
 from ortools.math_opt.python import mathopt
 
+from optimizer.blocks import block_sum, slot_block, spread
 from optimizer.bound import Choice, Multipliers, evaluate
 from optimizer.heuristic import option_objective, penalised_objective
 from optimizer.rounding import round_lp
@@ -36,13 +38,15 @@ from optimizer.tables import Tables
 
 TRAIL_ITERATIONS = 15  # last ascent iterations whose options become columns (near the best multipliers)
 BEST_PAIRS = 3  # per job, its best options on this many (region, hardware) pairs at the best multipliers
-# master LP time per nonzero of its matrix, in units of one cold Lagrangian evaluation: 2.4-2.5e-5 measured at
-# 10,000 and 20,000 jobs (13.5 s and 55.7 s under load ~3.3), 7e-5 at 3,000 (where the evaluation is cheap), and
-# one LP at 10,000 jobs under load 3.5 ran past 21 s where 3e-5 predicted 19.5 s; a master that does not finish
-# costs far more than one skipped (the priced placements then run as before), hence the margin
-# (those evaluations job by job: each job shape now evaluated once, a cold evaluation at 10,000 jobs takes ~0.6 of
-# that time, 4 pairs of runs at load ~8: 2.8/1.8, 1.5/1.3, 2.7/1.4, 1.6/0.9 s, hence 4e-5 / 0.6)
-MASTER_EVALS_PER_NONZERO = 6.5e-5
+# master LP time per nonzero of its matrix, in units of one ascent iteration's measured time scaled to the master's
+# blocks (the iteration prices every start on the T slots, the master has a row per block: ``iteration_s * blocks /
+# T``). Measured at 10,000 jobs (HiGHS's solve alone, load 1.5-3.5 on the 2-core development machine): 2.53e-4 at
+# 15-minute slots over hour blocks (434,445 nonzeros, 6.38 s, iteration 0.232 s) and 2.71e-4 at 60 minutes (277,959,
+# 5.06 s, iteration 0.067 s); the iteration alone, unscaled, gave 6.3e-5 and 2.7e-4, 4x apart, and the cold
+# evaluation used before predicted 42.5-115 s for the per-slot master at 15 minutes (skipped in every run). A master
+# that does not finish costs far more than one skipped (the priced placements then run as before), hence the margin
+# of 1.5x.
+MASTER_ITERATIONS_PER_NONZERO = 4e-4
 # a master predicted not to finish is tried on the options of fewer of the ascent's last iterations, down to this
 # many (the iterations near the best multipliers repeat most options: 15 gave 32,776 columns at 10,000 jobs)
 MIN_TRAIL_ITERATIONS = 3
@@ -86,29 +90,54 @@ def best_pairs(tb: Tables, found: list, k: int) -> list[Choice]:
     return out
 
 
-def _entries(tb: Tables, table: np.ndarray, rep: np.ndarray, n_cls: int):
-    """Rows, columns and coefficients of the master's matrix, sorted row-major."""
+def capacity_starts(tb: Tables) -> np.ndarray:
+    """Start slot of each block of the master's capacity rows: the hour blocks of ``tb.blocks`` (15-minute slots,
+    curves held over the hour), else one block per slot."""
+    return tb.blocks if tb.blocks is not None else np.arange(tb.T, dtype=np.int64)
+
+
+def _entries(tb: Tables, table: np.ndarray, rep: np.ndarray, n_cls: int, starts: np.ndarray):
+    """Rows, columns and coefficients of the master's matrix, sorted row-major.
+
+    A column's GPU (power) coefficient in the row of block ``B`` is its GPUs (kW) times the number of its slots in
+    ``B``; with one block per slot that is the per-slot model.
+    """
     n = len(table)
     c, r, h = table[:, 0], table[:, 1], table[:, 2]
     row = rep[c]
     g = tb.g[row].astype(float)
     kw = g * tb.pkw[row, h] * tb.pue[r]
-    rows, cols, vals = (
-        [c, np.arange(n_cls)],
-        [np.arange(n), n + np.arange(n_cls)],
-        [np.ones(n), np.ones(n_cls)],
-    )
-    gpu0, kw0 = n_cls, n_cls + tb.R * tb.H * tb.T
+    nb = len(starts)
+    block_of = slot_block(starts, tb.T)
+    cols_, blocks_ = [], []
     for s, ln in ((table[:, 3], table[:, 4]), (table[:, 5], table[:, 6])):
         col = np.repeat(np.arange(n), ln)
         offset = np.arange(len(col)) - np.repeat(np.cumsum(ln) - ln, ln)
-        t = s[col] + offset
-        rows += [gpu0 + (r[col] * tb.H + h[col]) * tb.T + t, kw0 + r[col] * tb.T + t]
-        cols += [col, col]
-        vals += [g[col], kw[col]]
+        cols_.append(col)
+        blocks_.append(block_of[s[col] + offset])
+    # slots of a column per block: one entry per (column, block) with the count as its multiple
+    pair, count = np.unique(np.concatenate(cols_) * nb + np.concatenate(blocks_), return_counts=True)
+    col, b = np.divmod(pair, nb)
+    gpu0, kw0 = n_cls, n_cls + tb.R * tb.H * nb
+    rows = [c, np.arange(n_cls), gpu0 + (r[col] * tb.H + h[col]) * nb + b, kw0 + r[col] * nb + b]
+    cols = [np.arange(n), n + np.arange(n_cls), col, col]
+    vals = [np.ones(n), np.ones(n_cls), g[col] * count, kw[col] * count]
     row_ids, col_ids, coef = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
     order = np.lexsort((col_ids, row_ids))
     return row_ids[order], col_ids[order], coef[order]
+
+
+def master_nonzeros(tb: Tables, table: np.ndarray, starts: np.ndarray | None = None) -> int:
+    """Nonzeros of the master's matrix over the columns ``table``: per column its convexity entry and one GPU and
+    one power entry per block its chunks touch (a block two chunks share counted twice: an upper estimate)."""
+    if len(table) == 0:
+        return 0
+    block_of = slot_block(capacity_starts(tb) if starts is None else starts, tb.T)
+    touched = np.zeros(len(table), dtype=np.int64)
+    for s, ln in ((table[:, 3], table[:, 4]), (table[:, 5], table[:, 6])):
+        on = ln > 0
+        touched[on] += block_of[s[on] + ln[on] - 1] - block_of[s[on]] + 1
+    return int((1 + 2 * touched).sum())
 
 
 def solve_master(
@@ -120,6 +149,7 @@ def solve_master(
     *,
     time_limit_s: float,
     solver: str = "highs_ipm",
+    starts: np.ndarray | None = None,
 ) -> tuple[float, np.ndarray, Multipliers] | None:
     """Solve the master LP over the columns ``table`` (rows ``(class, r, h, s1, l1, s2, l2)``).
 
@@ -135,21 +165,34 @@ def solve_master(
         Wall-clock limit of the LP solve [s].
     solver : str
         Key of ``SOLVERS``: HiGHS's interior point with crossover by default.
+    starts : numpy.ndarray or None
+        Start slot of each block of capacity rows (:func:`capacity_starts` by default: hour blocks where
+        ``tb.blocks`` has them; ``arange(T)`` gives the per-slot rows).
 
     Returns
     -------
     tuple or None
         ``(LP value [objective units], positive columns as rows (class, r, h, s1, l1, s2, l2, value),
-        capacity duals)``; None when the solver (``solver``, a key of ``SOLVERS``) did not reach the optimum in
-        time.
+        capacity duals)``; the duals of a block's rows are held over each of its slots. None when the solver
+        (``solver``, a key of ``SOLVERS``) did not reach the optimum in time.
     """
-    model = master_model(tb, rep, counts, table)
-    return _solve(tb, model, table, len(rep), time_limit_s, solver)
+    starts = capacity_starts(tb) if starts is None else starts
+    model = master_model(tb, rep, counts, table, starts)
+    return _solve(tb, model, table, len(rep), time_limit_s, solver, starts)
 
 
-def master_model(tb: Tables, rep: np.ndarray, counts: np.ndarray, table: np.ndarray) -> model_pb2.ModelProto:
-    """The master LP over the columns ``table`` as a MathOpt model (variables: columns, then left-out)."""
-    n_cls, n = len(rep), len(table)
+def master_model(
+    tb: Tables, rep: np.ndarray, counts: np.ndarray, table: np.ndarray, starts: np.ndarray | None = None
+) -> model_pb2.ModelProto:
+    """The master LP over the columns ``table`` as a MathOpt model (variables: columns, then left-out).
+
+    Its capacity rows are per (region, hardware, block) and (region, block) for the blocks ``starts``: the use of
+    a block's slots summed against the block's capacities summed, the relaxation the LP bound and the ascent price
+    (``optimizer.blocks``). At 10,000 jobs on 15-minute slots the per-slot master has four times the hourly rows
+    and nonzeros and was predicted never to finish in 60 s, so the plan went without its rounding.
+    """
+    starts = capacity_starts(tb) if starts is None else starts
+    n_cls, n, nb = len(rep), len(table), len(starts)
     obj = option_objective(tb, Choice(*(table[:, k] for k in range(1, 7))), rows=rep[table[:, 0]])
     model = model_pb2.ModelProto(name="master")
     n_var = n + n_cls
@@ -159,13 +202,15 @@ def master_model(tb: Tables, rep: np.ndarray, counts: np.ndarray, table: np.ndar
     model.variables.integers.extend([False] * n_var)
     model.objective.linear_coefficients.ids.extend(range(n_var))
     model.objective.linear_coefficients.values.extend(np.concatenate((obj, tb.penalty[rep])).tolist())
-    n_cap = tb.R * tb.H * tb.T + tb.R * tb.T
+    n_cap = tb.R * tb.H * nb + tb.R * nb
     model.linear_constraints.ids.extend(range(n_cls + n_cap))
     lower = np.concatenate((counts.astype(float), np.full(n_cap, -np.inf)))
-    upper = np.concatenate((counts.astype(float), tb.cap.astype(float).ravel(), tb.kw_cap.ravel()))
+    cap_b = block_sum(tb.cap.astype(float), starts)
+    kw_cap_b = block_sum(tb.kw_cap.astype(float), starts)
+    upper = np.concatenate((counts.astype(float), cap_b.ravel(), kw_cap_b.ravel()))
     model.linear_constraints.lower_bounds.extend(lower.tolist())
     model.linear_constraints.upper_bounds.extend(upper.tolist())
-    row_ids, col_ids, coef = _entries(tb, table, rep, n_cls)
+    row_ids, col_ids, coef = _entries(tb, table, rep, n_cls, starts)
     matrix = model.linear_constraint_matrix
     matrix.row_ids.extend(row_ids.tolist())
     matrix.column_ids.extend(col_ids.tolist())
@@ -201,11 +246,19 @@ SOLVERS = {
 
 
 def _solve(
-    tb: Tables, model: model_pb2.ModelProto, table: np.ndarray, n_cls: int, time_limit_s: float, solver: str
+    tb: Tables,
+    model: model_pb2.ModelProto,
+    table: np.ndarray,
+    n_cls: int,
+    time_limit_s: float,
+    solver: str,
+    starts: np.ndarray,
 ):
     n = len(table)
     n_var = n + n_cls
-    n_cap = tb.R * tb.H * tb.T + tb.R * tb.T
+    nb = len(starts)
+    n_gpu = tb.R * tb.H * nb
+    n_cap = n_gpu + tb.R * nb
     kind, algorithm = SOLVERS[solver]
     params = mathopt.SolveParameters(
         time_limit=timedelta(seconds=max(0.05, time_limit_s)),
@@ -225,8 +278,9 @@ def _solve(
     y[ids] = np.array(sol.dual_solution.dual_values.values, dtype=float)
     pos = np.flatnonzero(x[:n] > 1e-7)
     primal = np.column_stack((table[pos].astype(float), x[pos]))
-    lam = np.maximum(0.0, -y[n_cls : n_cls + tb.R * tb.H * tb.T]).reshape(tb.R, tb.H, tb.T)
-    mu = np.maximum(0.0, -y[n_cls + tb.R * tb.H * tb.T :]).reshape(tb.R, tb.T)
+    # a block's dual held over each of its slots: the price of one slot's use in its block's row
+    lam = spread(np.maximum(0.0, -y[n_cls : n_cls + n_gpu]).reshape(tb.R, tb.H, nb), starts, tb.T)
+    mu = spread(np.maximum(0.0, -y[n_cls + n_gpu :]).reshape(tb.R, nb), starts, tb.T)
     return float(sol.primal_solution.objective_value), primal, Multipliers(lam, mu)
 
 
@@ -240,7 +294,7 @@ def master_guide(
     seeds: list[Choice],
     *,
     time_limit_s: float,
-    eval_s: float = 0.0,
+    iteration_s: float = 0.0,
     notes: list[str] | None = None,
     score: Callable[[Tables, Choice], float] = penalised_objective,
 ) -> tuple[float, np.ndarray, np.ndarray, Choice] | None:
@@ -248,11 +302,14 @@ def master_guide(
 
     With the best pairs at the best multipliers ``m`` the restricted LP comes near the full one at 10,000 jobs
     (seed 0: 9195 against 9222 from the trail alone; the full LP is at most 9197). The rounding is
-    :func:`optimizer.rounding.round_lp`, redone with the jobs it left out placed first when there are any.
-    ``eval_s`` [s], one cold Lagrangian evaluation on this machine, predicts the LP's time: the LP is not
-    started when ``eval_s * nonzeros * MASTER_EVALS_PER_NONZERO`` exceeds ``time_limit_s`` (20,000 jobs in
-    60 s: a master that would not finish would leave the priced placements no time). ``notes`` receives why
-    no LP came back. ``score`` ranks the two roundings (the caller's, e.g. one that refuses a broken cost cap).
+    :func:`optimizer.rounding.round_lp`, checked slot by slot against the residual capacity, redone with the jobs
+    it left out placed first when there are any. ``iteration_s`` [s], one ascent iteration on this machine,
+    predicts the LP's time: ``iteration_s * blocks / T * nonzeros * MASTER_ITERATIONS_PER_NONZERO``. A master
+    predicted past ``time_limit_s`` is tried on the options of fewer of the ascent's last iterations (down to
+    ``MIN_TRAIL_ITERATIONS``), then on fewer best pairs per job (``BEST_PAIRS`` down to 1), and is not started
+    when even that does not fit (20,000 jobs in 60 s: a master that would not finish would leave the priced
+    placements no time). ``notes`` receives what was solved, or why no LP came back. ``score`` ranks the two
+    roundings (the caller's, e.g. one that refuses a broken cost cap).
 
     Returns
     -------
@@ -262,25 +319,36 @@ def master_guide(
     """
     found: list = []
     evaluate(tb, m, collect=found)
-    fixed = [*seeds, *best_pairs(tb, found, BEST_PAIRS)]
+    pairs = best_pairs(tb, found, BEST_PAIRS)
     notes = notes if notes is not None else []
-    kept = min(TRAIL_ITERATIONS, len(trail))
+    starts = capacity_starts(tb)
+    kept, n_pairs = min(TRAIL_ITERATIONS, len(trail)), BEST_PAIRS
     while True:
-        table = column_table(tb, cls, [*fixed, *trail[len(trail) - kept :]])
-        predicted_s = eval_s * float((1 + 2 * (table[:, 4] + table[:, 6])).sum()) * MASTER_EVALS_PER_NONZERO
-        if predicted_s <= time_limit_s or kept <= MIN_TRAIL_ITERATIONS:
+        table = column_table(tb, cls, [*seeds, *pairs[:n_pairs], *trail[len(trail) - kept :]])
+        nonzeros = master_nonzeros(tb, table, starts)
+        predicted_s = iteration_s * len(starts) / max(1, tb.T) * nonzeros * MASTER_ITERATIONS_PER_NONZERO
+        if predicted_s <= time_limit_s:
             break
-        kept = max(MIN_TRAIL_ITERATIONS, kept * 2 // 3)
+        if kept > MIN_TRAIL_ITERATIONS:
+            kept = max(MIN_TRAIL_ITERATIONS, kept * 2 // 3)
+        elif n_pairs > 1:
+            n_pairs -= 1
+        else:
+            break
+    what = (
+        f"{len(table)} columns from {kept} iterations and {n_pairs} pairs, {nonzeros} nonzeros, "
+        f"{len(starts)} blocks, predicted {predicted_s:.3g} s"
+    )
     if len(table) == 0 or predicted_s > time_limit_s:
-        notes.append(
-            f"master lp skipped: {len(table)} columns, predicted {predicted_s:.3g} s > {time_limit_s:.3g} s"
-        )
+        notes.append(f"master lp skipped: {what} > {time_limit_s:.3g} s")
         return None
-    notes.append(f"master lp: {len(table)} columns from {kept} iterations, predicted {predicted_s:.3g} s")
-    got = solve_master(tb, cls, rep, counts, table, time_limit_s=time_limit_s)
+    t0 = time.perf_counter()
+    got = solve_master(tb, cls, rep, counts, table, time_limit_s=time_limit_s, starts=starts)
+    took_s = time.perf_counter() - t0
     if got is None:
-        notes.append(f"master lp not solved in {time_limit_s:.3g} s (predicted {predicted_s:.3g} s)")
+        notes.append(f"master lp not solved in {time_limit_s:.3g} s: {what}")
         return None
+    notes.append(f"master lp: {what}, solved in {took_s:.3g} s")
     value, primal, duals = got
     plan = round_lp(tb, cls, primal, duals)
     if (plan.r < 0).any():

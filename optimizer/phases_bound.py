@@ -158,7 +158,7 @@ def lagrangian(run: SolveRun) -> None:
         run.m,
         [run.best.plan, run.ch0],
         time_limit_s=SHARE["master_lp"] * run.left(),
-        eval_s=run.eval_s,
+        iteration_s=warm_s,
         notes=run.notes,
         score=score_plan,
     )
@@ -283,11 +283,16 @@ def resume_bound(run: SolveRun) -> None:
 
 
 def collect_ascent(run: SolveRun) -> None:
-    """The second worker's bound, if it arrives in time."""
+    """The second worker's bound, if it arrives in time, and its multipliers when that bound is higher: the bound
+    over every chunking (``chunking.valid_bound``) is taken at ``run.m`` after this phase, and at the first
+    worker's older multipliers it could undercut the bound the second worker reached."""
     if run.ascent is None:
         return
     got = run.ascent.result(timeout_s=max(0.0, run.left() - 0.1))
     if got is not None:
+        if float(got[0]) > run.bound:
+            run.m = got[1]
+            run.notes.append(f"bound: the second worker's multipliers kept ({float(got[0]):.6g} > {run.bound:.6g})")
         run.bound = max(run.bound, float(got[0]))
     else:
         run.notes.append("bound: the second worker's ascent gave no result in time")

@@ -152,9 +152,9 @@ def test_master_guide_does_not_start_an_lp_predicted_to_miss_its_time():
     cls, rep, counts = build_classes(tb)
     m = Multipliers.zeros(tb)
     _, cheapest, _ = evaluate(tb, m)
-    got = master_guide(tb, cls, rep, counts, [cheapest], m, [], time_limit_s=5.0, eval_s=0.01)
+    got = master_guide(tb, cls, rep, counts, [cheapest], m, [], time_limit_s=5.0, iteration_s=0.01)
     assert got is not None and not (got[3].r < 0).any()
-    assert master_guide(tb, cls, rep, counts, [cheapest], m, [], time_limit_s=5.0, eval_s=1e6) is None
+    assert master_guide(tb, cls, rep, counts, [cheapest], m, [], time_limit_s=5.0, iteration_s=1e6) is None
 
 
 def test_master_guide_takes_fewer_ascent_iterations_when_all_of_them_would_miss_its_time():
@@ -162,7 +162,7 @@ def test_master_guide_takes_fewer_ascent_iterations_when_all_of_them_would_miss_
     # iterations instead of being skipped (before: skipped, and the plan went without its rounding)
     from optimizer.bound import Choice, Multipliers, evaluate
     from optimizer.cpsat import build_classes
-    from optimizer.master import MASTER_EVALS_PER_NONZERO, master_guide
+    from optimizer.master import MASTER_ITERATIONS_PER_NONZERO, master_guide
     from optimizer.tables import build_tables
 
     rng = np.random.default_rng(4)
@@ -177,9 +177,9 @@ def test_master_guide_takes_fewer_ascent_iterations_when_all_of_them_would_miss_
         ch.r[:], ch.s1[:], ch.l1[:] = k % 2, k // 2, 3
         trail.append(ch)
     limit_s = 5.0
-    eval_s = limit_s / (MASTER_EVALS_PER_NONZERO * 7 * 9)  # about 9 columns of 7 nonzeros fit, not 12
+    iteration_s = limit_s / (MASTER_ITERATIONS_PER_NONZERO * 7 * 9)  # about 9 columns of 7 nonzeros fit, not 12
     notes: list[str] = []
-    got = master_guide(tb, cls, rep, counts, trail, m, [], time_limit_s=limit_s, eval_s=eval_s, notes=notes)
+    got = master_guide(tb, cls, rep, counts, trail, m, [], time_limit_s=limit_s, iteration_s=iteration_s, notes=notes)
     assert got is not None and not (got[3].r < 0).any()
     kept = [int(n.split(" from ")[1].split()[0]) for n in notes if " from " in n]
     assert kept and kept[0] < 12

@@ -91,18 +91,23 @@ def test_a_solution_that_breaks_a_capacity_is_refused():
     assert _to_choice(tb, cls, table, np.array([3])) is None  # more jobs than the class has
 
 
-def test_solve_collects_the_mip_plan_from_the_second_worker_or_runs_it_alone(monkeypatch):
-    import sys
-
-    phases = sys.modules["optimizer.phases_search"]  # the phase that starts the MIP reads its threshold there
-    monkeypatch.setattr(phases, "RINS_MIN_S", 0.5)
-    rng = np.random.default_rng(7)
+def _three_regions(seed: int):
+    """40 jobs of 1-4 GPUs and 1-5 slots on three regions of four GPUs and 4 kW over 12 slots."""
+    rng = np.random.default_rng(seed)
     regions = [region(n, rng.integers(5, 100, 12), gpus=4, budget_kw=4.0) for n in ("A", "B", "C")]
     jobs = [
         job(f"j{i}", gpus=int(rng.choice([1, 2, 4])), dur=int(rng.integers(1, 6)), n_slots=12)
         for i in range(40)
     ]
-    pb = problem(regions, jobs)
+    return problem(regions, jobs)
+
+
+def test_solve_collects_the_mip_plan_from_the_second_worker_or_runs_it_alone(monkeypatch):
+    import sys
+
+    phases = sys.modules["optimizer.phases_search"]  # the phase that starts the MIP reads its threshold there
+    monkeypatch.setattr(phases, "RINS_MIN_S", 0.5)
+    pb = _three_regions(7)
     params = SolveParams(time_limit_s=4.0, num_workers=2, random_seed=3, max_cpsat_jobs=0)
     plan = solve(pb, params)
     assert check_plan(pb, plan).ok
@@ -122,13 +127,7 @@ def test_a_short_solve_with_two_workers_runs_the_mip_on_the_second_worker():
 
     limit = 6.0
     assert RINS_WORKER_MIN_S < limit - 1.0 < RINS_MIN_S
-    rng = np.random.default_rng(11)
-    regions = [region(n, rng.integers(5, 100, 12), gpus=4, budget_kw=4.0) for n in ("A", "B", "C")]
-    jobs = [
-        job(f"j{i}", gpus=int(rng.choice([1, 2, 4])), dur=int(rng.integers(1, 6)), n_slots=12)
-        for i in range(40)
-    ]
-    pb = problem(regions, jobs)
+    pb = _three_regions(11)
     two = solve(pb, SolveParams(time_limit_s=limit, num_workers=2, random_seed=3, max_cpsat_jobs=0))
     assert check_plan(pb, two).ok
     assert any(note.startswith("rins objective=") for note in two.stats.notes)
