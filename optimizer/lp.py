@@ -62,6 +62,11 @@ class RestrictedMaster:
         self.kw_rows: dict[tuple[int, int], mathopt.LinearConstraint] = {}
         self.columns: set[tuple[int, ...]] = set()
         self.column_vars: list[tuple[tuple[int, ...], mathopt.Variable]] = []
+        # per-slot rows added inside capacity blocks (``refine``): row id per (r, h, slot) and (r, slot), -1 where none
+        self.slot_gpu = np.full(tb.cap.shape, -1, dtype=np.int64)
+        self.slot_kw = np.full(tb.kw_cap.shape, -1, dtype=np.int64)
+        self._keys = np.zeros((0, 7), dtype=np.int64)  # column keys as an array (filled up lazily)
+        self._ids = np.zeros(0, dtype=np.int64)  # variable id of each column of ``_keys``
         self.tracker = self.model.add_update_tracker()
         self._init = parameters_pb2.SolverInitializerProto()
         self.core = core_solver.new(mathopt.SolverType.GLOP.value, self.model.export_model(), self._init)
@@ -151,7 +156,78 @@ class RestrictedMaster:
         self.column_vars.extend(
             (key, mathopt.Variable(el, int(i))) for key, i in zip(new_keys, ids.tolist(), strict=True)
         )
+        if (self.slot_gpu >= 0).any() or (self.slot_kw >= 0).any():
+            self._slot_coefficients(keys, ids)
         return n
+
+    def _column_slots(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per slot of each column of ``keys``: the column's index in ``keys`` and the slot (chunks may repeat)."""
+        cols, slots = [], []
+        for s, ln in ((keys[:, 3], keys[:, 4]), (keys[:, 5], keys[:, 6])):
+            ln = np.maximum(ln, 0)
+            col = np.repeat(np.arange(len(keys)), ln)
+            cols.append(col)
+            slots.append(s[col] + np.arange(len(col)) - np.repeat(np.cumsum(ln) - ln, ln))
+        return np.concatenate(cols), np.concatenate(slots)
+
+    def _slot_coefficients(self, keys: np.ndarray, ids: np.ndarray, first_row: int = 0) -> None:
+        """Coefficients of the columns ``keys`` (variable ids ``ids``) in the per-slot rows of id ``first_row`` on."""
+        col, t = self._column_slots(keys)
+        r, h = keys[col, 1], keys[col, 2]
+        row = self.rep[keys[col, 0]]
+        g = self.tb.g[row].astype(float)
+        parts = []
+        for at, coef in ((self.slot_gpu[r, h, t], g), (self.slot_kw[r, t], g * self.tb.pkw[row, h] * self.tb.pue[r])):
+            on = at >= first_row
+            if on.any():
+                pair, inv = np.unique(np.column_stack((at[on], ids[col[on]])), axis=0, return_inverse=True)
+                parts.append((pair, np.bincount(inv.ravel(), weights=coef[on], minlength=len(pair))))
+        for pair, value in parts:
+            self.model._elemental.set_attrs(enums.DoubleAttr2.LINEAR_CONSTRAINT_COEFFICIENT, pair, value)
+
+    def _column_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keys ``(n, 7)`` and variable ids of every column so far."""
+        if len(self._keys) < len(self.column_vars):
+            more = self.column_vars[len(self._keys) :]
+            self._keys = np.concatenate((self._keys, np.array([k for k, _ in more], dtype=np.int64).reshape(-1, 7)))
+            self._ids = np.concatenate((self._ids, np.array([v.id for _, v in more], dtype=np.int64)))
+        return self._keys, self._ids
+
+    def refine(self, tol: float = 1e-6) -> int:
+        """Per-slot GPU and power rows where the last LP solution breaks a slot's capacity inside a block; returns
+        how many rows were added.
+
+        The block rows let the LP move capacity between the slots of an hour; a dive from such a solution fixes
+        jobs slot by slot and finds the LP's columns full where the LP saw room. The rows added here are valid
+        (every plan meets each slot's capacity), so the LP stays a relaxation; the block rows stay (implied by
+        the slot rows of a whole block, harmless elsewhere). Only slots the solution overfills get a row, so the
+        LP keeps close to the block LP's size.
+        """
+        keys, ids = self._column_arrays()
+        x = _padded(self.x, self.model.get_next_variable_id())[ids] if len(ids) else np.zeros(0)
+        pos = np.flatnonzero(x > 1e-9)
+        if not len(pos):
+            return 0
+        tb = self.tb
+        col, t = self._column_slots(keys[pos])
+        k = keys[pos][col]
+        row = self.rep[k[:, 0]]
+        g = tb.g[row] * x[pos][col]
+        gpu = np.zeros(tb.cap.shape)
+        kw = np.zeros(tb.kw_cap.shape)
+        np.add.at(gpu, (k[:, 1], k[:, 2], t), g)
+        np.add.at(kw, (k[:, 1], t), g * tb.pkw[row, k[:, 2]] * tb.pue[k[:, 1]])
+        new_g = np.argwhere((gpu > tb.cap + tol * np.maximum(1.0, tb.cap)) & (self.slot_gpu < 0))
+        new_kw = np.argwhere((kw > tb.kw_cap + tol * np.maximum(1.0, tb.kw_cap)) & (self.slot_kw < 0))
+        first_row = self.model.get_next_linear_constraint_id()
+        for r_, h_, t_ in new_g.tolist():
+            self.slot_gpu[r_, h_, t_] = self._row(float(tb.cap[r_, h_, t_])).id
+        for r_, t_ in new_kw.tolist():
+            self.slot_kw[r_, t_] = self._row(float(tb.kw_cap[r_, t_])).id
+        added = len(new_g) + len(new_kw)
+        if added:
+            self._slot_coefficients(keys, ids, first_row)
+        return added
 
     def solve(self, time_limit_s: float, *, bounds_changed: bool = False) -> bool:
         """Re-solve (from the last optimal basis when there is one); True when optimal.
@@ -258,6 +334,11 @@ class RestrictedMaster:
                 at = np.array([row.id for row in rows.values()], dtype=np.int64)
                 target[tuple(keys.T)] = np.maximum(0.0, -y[at])
         m = Multipliers(spread(lam, self.starts, tb.T), spread(mu, self.starts, tb.T))
+        # a slot's own row (``refine``) prices it on top of its block's
+        for ids, target in ((self.slot_gpu, m.lam), (self.slot_kw, m.mu)):
+            on = ids >= 0
+            if on.any():
+                target[on] += np.maximum(0.0, -y[ids[on]])
         pi = y[np.array([row.id for row in self.conv], dtype=np.int64)]
         return m, pi
 
