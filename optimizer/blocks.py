@@ -68,6 +68,12 @@ def is_fine(starts: np.ndarray, T: int) -> bool:
     return len(starts) == T
 
 
+def row_starts(blocks: np.ndarray | None, T: int) -> np.ndarray:
+    """Start slot of each block of capacity rows: ``blocks`` (``Tables.blocks``, hour blocks on a finer grid), else
+    one block per slot."""
+    return blocks if blocks is not None else np.arange(T, dtype=np.int64)
+
+
 def slot_block(starts: np.ndarray, T: int) -> np.ndarray:
     """Block of each slot ``(T,)``."""
     out = np.zeros(T, dtype=np.int64)
@@ -91,3 +97,26 @@ def block_mean(x: np.ndarray, starts: np.ndarray, T: int) -> np.ndarray:
     """``x`` replaced by its mean over each block (a block-constant array of the same shape)."""
     lengths = np.diff(np.append(starts, T))
     return spread(block_sum(x, starts) / lengths, starts, T)
+
+
+def column_slots(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every slot each column of ``keys`` (rows ``(class, r, h, s1, l1, s2, l2)``) runs in: the column's index in
+    ``keys`` and the slot, one entry per slot of each chunk (the bound's overlapping two-chunk relaxations repeat
+    a slot)."""
+    cols, slots = [], []
+    for s, ln in ((keys[:, 3], keys[:, 4]), (keys[:, 5], keys[:, 6])):
+        ln = np.maximum(ln, 0)
+        col = np.repeat(np.arange(len(keys)), ln)
+        cols.append(col)
+        slots.append(s[col] + np.arange(len(col)) - np.repeat(np.cumsum(ln) - ln, ln))
+    return np.concatenate(cols), np.concatenate(slots)
+
+
+def column_blocks(keys: np.ndarray, block_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The blocks each column of ``keys`` runs in: ``(column index, block, slots of the column in that block)``, one
+    entry per (column, block); ``block_of`` is :func:`slot_block`'s block of each slot."""
+    col, t = column_slots(keys)
+    nb = int(block_of[-1]) + 1 if len(block_of) else 1
+    pair, count = np.unique(col * nb + block_of[t], return_counts=True)
+    col, b = np.divmod(pair, nb)
+    return col, b, count

@@ -25,7 +25,7 @@ from ortools.math_opt.core.python import solver as core_solver
 from ortools.math_opt.elemental.python import enums
 from ortools.math_opt.python import mathopt
 
-from optimizer.blocks import block_sum, slot_block, spread
+from optimizer.blocks import block_sum, column_blocks, column_slots, row_starts, slot_block, spread
 from optimizer.bound import Choice, Multipliers, evaluate
 from optimizer.chunking import chunk_options
 from optimizer.heuristic import option_objective
@@ -54,7 +54,7 @@ class RestrictedMaster:
             self.conv.append(row)
         self._conv_ids = np.array([row.id for row in self.conv], dtype=np.int64)
         # capacity rows per block of slots (``optimizer.blocks``): keys (r, h, block) and (r, block)
-        self.starts = tb.blocks if tb.blocks is not None else np.arange(tb.T, dtype=np.int64)
+        self.starts = row_starts(tb.blocks, tb.T)
         self.block_of = slot_block(self.starts, tb.T)
         self.cap_b = block_sum(tb.cap, self.starts)
         self.kw_cap_b = block_sum(tb.kw_cap, self.starts)
@@ -127,16 +127,7 @@ class RestrictedMaster:
         conv = self._conv_ids[keys[:, 0]]
         el.set_attrs(enums.DoubleAttr2.LINEAR_CONSTRAINT_COEFFICIENT, np.column_stack((conv, ids)), np.ones(n))
         # slots of each column per block (the bound's two-chunk relaxation may overlap its chunks: they add up)
-        cols, blocks = [], []
-        for s, ln in ((keys[:, 3], keys[:, 4]), (keys[:, 5], keys[:, 6])):
-            ln = np.maximum(ln, 0)
-            col = np.repeat(np.arange(n), ln)
-            t = s[col] + np.arange(len(col)) - np.repeat(np.cumsum(ln) - ln, ln)
-            cols.append(col)
-            blocks.append(self.block_of[t])
-        nb = len(self.starts)
-        pair, count = np.unique(np.concatenate(cols) * nb + np.concatenate(blocks), return_counts=True)
-        col, b = np.divmod(pair, nb)
+        col, b, count = column_blocks(keys, self.block_of)
         row = np.asarray(job_rows)[ks][col]
         r, h = keys[col, 1], keys[col, 2]
         g = tb.g[row].astype(float)
@@ -160,19 +151,9 @@ class RestrictedMaster:
             self._slot_coefficients(keys, ids)
         return n
 
-    def _column_slots(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per slot of each column of ``keys``: the column's index in ``keys`` and the slot (chunks may repeat)."""
-        cols, slots = [], []
-        for s, ln in ((keys[:, 3], keys[:, 4]), (keys[:, 5], keys[:, 6])):
-            ln = np.maximum(ln, 0)
-            col = np.repeat(np.arange(len(keys)), ln)
-            cols.append(col)
-            slots.append(s[col] + np.arange(len(col)) - np.repeat(np.cumsum(ln) - ln, ln))
-        return np.concatenate(cols), np.concatenate(slots)
-
     def _slot_coefficients(self, keys: np.ndarray, ids: np.ndarray, first_row: int = 0) -> None:
         """Coefficients of the columns ``keys`` (variable ids ``ids``) in the per-slot rows of id ``first_row`` on."""
-        col, t = self._column_slots(keys)
+        col, t = column_slots(keys)
         r, h = keys[col, 1], keys[col, 2]
         row = self.rep[keys[col, 0]]
         g = self.tb.g[row].astype(float)
@@ -209,7 +190,7 @@ class RestrictedMaster:
         if not len(pos):
             return 0
         tb = self.tb
-        col, t = self._column_slots(keys[pos])
+        col, t = column_slots(keys[pos])
         k = keys[pos][col]
         row = self.rep[k[:, 0]]
         g = tb.g[row] * x[pos][col]

@@ -30,7 +30,7 @@ from ortools.math_opt import (
 from ortools.math_opt.core.python import solver as core_solver
 from ortools.math_opt.python import mathopt
 
-from optimizer.blocks import block_sum, slot_block, spread
+from optimizer.blocks import block_sum, column_blocks, row_starts, slot_block, spread
 from optimizer.bound import Choice, Multipliers, evaluate
 from optimizer.heuristic import option_objective, penalised_objective
 from optimizer.rounding import round_lp
@@ -90,12 +90,6 @@ def best_pairs(tb: Tables, found: list, k: int) -> list[Choice]:
     return out
 
 
-def capacity_starts(tb: Tables) -> np.ndarray:
-    """Start slot of each block of the master's capacity rows: the hour blocks of ``tb.blocks`` (15-minute slots,
-    curves held over the hour), else one block per slot."""
-    return tb.blocks if tb.blocks is not None else np.arange(tb.T, dtype=np.int64)
-
-
 def _entries(tb: Tables, table: np.ndarray, rep: np.ndarray, n_cls: int, starts: np.ndarray):
     """Rows, columns and coefficients of the master's matrix, sorted row-major.
 
@@ -108,16 +102,8 @@ def _entries(tb: Tables, table: np.ndarray, rep: np.ndarray, n_cls: int, starts:
     g = tb.g[row].astype(float)
     kw = g * tb.pkw[row, h] * tb.pue[r]
     nb = len(starts)
-    block_of = slot_block(starts, tb.T)
-    cols_, blocks_ = [], []
-    for s, ln in ((table[:, 3], table[:, 4]), (table[:, 5], table[:, 6])):
-        col = np.repeat(np.arange(n), ln)
-        offset = np.arange(len(col)) - np.repeat(np.cumsum(ln) - ln, ln)
-        cols_.append(col)
-        blocks_.append(block_of[s[col] + offset])
     # slots of a column per block: one entry per (column, block) with the count as its multiple
-    pair, count = np.unique(np.concatenate(cols_) * nb + np.concatenate(blocks_), return_counts=True)
-    col, b = np.divmod(pair, nb)
+    col, b, count = column_blocks(table, slot_block(starts, tb.T))
     gpu0, kw0 = n_cls, n_cls + tb.R * tb.H * nb
     rows = [c, np.arange(n_cls), gpu0 + (r[col] * tb.H + h[col]) * nb + b, kw0 + r[col] * nb + b]
     cols = [np.arange(n), n + np.arange(n_cls), col, col]
@@ -132,7 +118,7 @@ def master_nonzeros(tb: Tables, table: np.ndarray, starts: np.ndarray | None = N
     one power entry per block its chunks touch (a block two chunks share counted twice: an upper estimate)."""
     if len(table) == 0:
         return 0
-    block_of = slot_block(capacity_starts(tb) if starts is None else starts, tb.T)
+    block_of = slot_block(row_starts(tb.blocks, tb.T) if starts is None else starts, tb.T)
     touched = np.zeros(len(table), dtype=np.int64)
     for s, ln in ((table[:, 3], table[:, 4]), (table[:, 5], table[:, 6])):
         on = ln > 0
@@ -166,7 +152,7 @@ def solve_master(
     solver : str
         Key of ``SOLVERS``: HiGHS's interior point with crossover by default.
     starts : numpy.ndarray or None
-        Start slot of each block of capacity rows (:func:`capacity_starts` by default: hour blocks where
+        Start slot of each block of capacity rows (:func:`optimizer.blocks.row_starts` by default: hour blocks where
         ``tb.blocks`` has them; ``arange(T)`` gives the per-slot rows).
 
     Returns
@@ -176,7 +162,7 @@ def solve_master(
         capacity duals)``; the duals of a block's rows are held over each of its slots. None when the solver
         (``solver``, a key of ``SOLVERS``) did not reach the optimum in time.
     """
-    starts = capacity_starts(tb) if starts is None else starts
+    starts = row_starts(tb.blocks, tb.T) if starts is None else starts
     model = master_model(tb, rep, counts, table, starts)
     return _solve(tb, model, table, len(rep), time_limit_s, solver, starts)
 
@@ -191,7 +177,7 @@ def master_model(
     (``optimizer.blocks``). At 10,000 jobs on 15-minute slots the per-slot master has four times the hourly rows
     and nonzeros and was predicted never to finish in 60 s, so the plan went without its rounding.
     """
-    starts = capacity_starts(tb) if starts is None else starts
+    starts = row_starts(tb.blocks, tb.T) if starts is None else starts
     n_cls, n, nb = len(rep), len(table), len(starts)
     obj = option_objective(tb, Choice(*(table[:, k] for k in range(1, 7))), rows=rep[table[:, 0]])
     model = model_pb2.ModelProto(name="master")
@@ -321,7 +307,7 @@ def master_guide(
     evaluate(tb, m, collect=found)
     pairs = best_pairs(tb, found, BEST_PAIRS)
     notes = notes if notes is not None else []
-    starts = capacity_starts(tb)
+    starts = row_starts(tb.blocks, tb.T)
     kept, n_pairs = min(TRAIL_ITERATIONS, len(trail)), BEST_PAIRS
     while True:
         table = column_table(tb, cls, [*seeds, *pairs[:n_pairs], *trail[len(trail) - kept :]])
