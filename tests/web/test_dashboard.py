@@ -150,6 +150,24 @@ def test_pages_fit_a_390px_phone(browser, live_server):
         context.close()
 
 
+def test_the_upload_button_works_before_the_fleet_has_loaded(page, live_server, tmp_path):
+    # a batch upload needs no region or hardware list: while that list is still on its way (held here), a click on
+    # Upload must already be handled (it was not wired until the fleet arrived, so an early click did nothing)
+    held = []
+    page.route("**/api/v1/hardware", lambda route: held.append(route))
+    sign_in(page, live_server, "render-farm", "/ui/submit")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,command,gpu_count,reference_gpu_hours,release_at,deadline_at\n"
+                     "r1,true,x,4,2030-01-01 10:00,2030-01-02 10:00\n")
+    page.set_input_files("#batch-file", str(bad))
+    page.click("#batch-btn")
+    assert "gpu_count" in page.wait_for_selector("#batch-error", timeout=10_000).inner_text()
+    assert held, "the hardware list was not asked for"
+    for route in held:  # let the list through: the page then fills its choices as usual
+        route.continue_()
+    page.wait_for_selector("#f-hardware input[type=checkbox]")
+
+
 def test_batch_upload_reads_times_in_the_users_zone_and_names_bad_lines(page, live_server, tmp_path):
     sign_in(page, live_server, "render-farm", "/ui/submit")
     berlin = ZoneInfo("Europe/Berlin")  # the browser context's time zone (see the page fixture)

@@ -11,15 +11,16 @@
   $("f-deadline").value = GS.isoToLocal(new Date(now.getTime() + 37 * 3600e3));
   $("f-name").value = `job-${now.getFullYear()}${String(now.getMonth() + 1).padStart(2, "0")}${String(now.getDate()).padStart(2, "0")}`;
 
-  try {
-    const { regions, hardware } = await GS.fleet();
+  // the fleet fills the region and hardware choices when it arrives; the buttons below are wired at once, so a
+  // click (a batch upload needs no fleet) never lands before its handler
+  GS.fleet().then(({ regions, hardware }) => {
     const box = (container, codes, name) => codes.forEach((c) => {
       container.appendChild(GS.el("label", {}, `<input type="checkbox" name="${name}" value="${GS.esc(c)}"> ${GS.esc(c)}`));
     });
     box($("f-regions"), regions.map((r) => r.code), "allowed_regions");
     box($("f-hardware"), hardware.map((h) => h.code), "allowed_hardware");
     GS.fillSelect($("f-home"), regions.map((r) => r.code));
-  } catch (err) { showErrors(err); }
+  }).catch(showErrors);
 
   function body() {
     const b = {
