@@ -2,7 +2,8 @@
 
 ``Candidates`` holds each job's best start per (region, hardware) pair at given capacity prices (from the
 Lagrangian evaluation). ``place_fast`` makes the same choices as :func:`optimizer.heuristic.place` with far
-fewer scans; ``improve_fast`` and ``repair_left_out`` are local-search moves over the candidates.
+fewer scans; ``improve_fast`` is a local-search move over the candidates (the repair of jobs left out is
+:mod:`optimizer.repair`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 import numpy as np
 
 from optimizer.bound import Choice, Multipliers, Option
-from optimizer.heuristic import Residual, Scanner, option_objective, penalised_objective
+from optimizer.heuristic import Residual, Scanner, option_objective
 from optimizer.scan import best_option
 from optimizer.tables import Tables, power_mw
 
@@ -195,69 +196,6 @@ def improve_fast(tb: Tables, ch: Choice, cand: Candidates, *, time_limit_s: floa
             res.apply(tb, ch, row, -1)
         if moved == 0:
             break
-    return ch
-
-
-def repair_left_out(
-    tb: Tables, ch: Choice, cand: Candidates, *, time_limit_s: float, tries: int = 3
-) -> Choice:
-    """Make room for jobs left out: evict the jobs in the way of one of its best options, then re-place them.
-
-    A move is kept only when the penalised objective improves (fewer jobs left out, or cheaper).
-    """
-    t0 = time.perf_counter()
-    ch = ch.copy()
-    scan = Scanner(tb)
-    for row_ in np.flatnonzero(ch.r < 0):
-        row = int(row_)
-        lo, hi = cand.offsets[row], cand.offsets[row + 1]
-        for k in range(lo, min(hi, lo + tries)):
-            if time.perf_counter() - t0 > time_limit_s:
-                return ch
-            r, h, s1, l1, s2, l2 = cand.option(k)
-            span = np.zeros(tb.T, dtype=bool)
-            span[s1 : s1 + l1] = True
-            if l2:
-                span[s2 : s2 + l2] = True
-            on = np.flatnonzero((ch.r == r) & (np.arange(tb.J) != row))
-            hit = [
-                int(j)
-                for j in on
-                if span[ch.s1[j] : ch.s1[j] + ch.l1[j]].any()
-                or (ch.l2[j] and span[ch.s2[j] : ch.s2[j] + ch.l2[j]].any())
-            ]
-            # evict same-hardware jobs first, smallest first; then other jobs of the region (power)
-            hit.sort(key=lambda j: (ch.h[j] != h, tb.g[j] * ch.l1[j]))
-            trial = ch.copy()
-            res = Residual(tb)
-            for busy in np.flatnonzero(trial.r >= 0):
-                res.apply(tb, trial, int(busy), -1)
-            evicted: list[int] = []
-            for j in hit:
-                if fits_option(tb, res, row, Option(r, h, s1, l1, s2, l2)):
-                    break
-                res.apply(tb, trial, j, +1)
-                trial.r[j] = -1
-                evicted.append(j)
-            if not fits_option(tb, res, row, Option(r, h, s1, l1, s2, l2)):
-                continue
-            trial.r[row], trial.h[row], trial.s1[row], trial.l1[row], trial.s2[row], trial.l2[row] = (
-                r,
-                h,
-                s1,
-                l1,
-                s2,
-                l2,
-            )
-            res.apply(tb, trial, row, -1)
-            for j in sorted(evicted, key=lambda j: -tb.g[j] * tb.dur[j].max()):
-                found = scan.best(j, res, cand.pairs(j))
-                if found is not None:
-                    trial.r[j], trial.h[j], trial.s1[j], trial.l1[j], trial.s2[j], trial.l2[j] = found[2]
-                    res.apply(tb, trial, j, -1)
-            if penalised_objective(tb, trial) < penalised_objective(tb, ch) - 1e-9:
-                ch = trial
-                break
     return ch
 
 

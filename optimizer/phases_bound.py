@@ -12,7 +12,7 @@ from collections import deque
 from ortools.sat.python import cp_model
 
 from optimizer.bound import Choice, evaluate, subgradient
-from optimizer.candidates import Candidates, improve_fast, place_fast, repair_left_out
+from optimizer.candidates import Candidates, improve_fast, place_fast
 from optimizer.coarse_lp import coarse_columns
 from optimizer.cpsat import build_model, build_options, options_of, read_solution, solve_model
 from optimizer.dive import dive_portfolio
@@ -23,6 +23,7 @@ from optimizer.master import TRAIL_ITERATIONS, master_guide
 from optimizer.parallel import start_ascent
 from optimizer.pipeline import SHARE, SolveRun, score_plan
 from optimizer.plan import PlanStatus
+from optimizer.repair import repair_left_out
 from optimizer.rounding import lp_candidates, round_lp
 
 
@@ -103,9 +104,10 @@ def lp_dive(run: SolveRun) -> None:
         for k, dived in enumerate(short):
             cand = place_left_out(run, dived, priced, 0.5 * each)
             if (cand.r < 0).any():
-                cand = repair_left_out(run.tb, cand, run.cand0, time_limit_s=0.5 * each)
-            if not (cand.r < 0).any():  # a plan still short would become the best and hold the group moves back
-                run.best.offer(cand, start=True, label=f"lp dive repaired {k}")
+                cand = repair_left_out(run.tb, cand, time_limit_s=0.5 * each)
+            # a plan still short is offered too (its jobs left out may cost less than the others' moves), but only a
+            # whole plan is a start for the fast moves
+            run.best.offer(cand, start=not (cand.r < 0).any(), label=f"lp dive repaired {k}")
         run.lap("lp_dive_repair")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from optimizer.bound import Choice, evaluate
-from optimizer.candidates import Candidates, improve_fast, place_fast, repair_left_out
+from optimizer.candidates import Candidates, improve_fast, place_fast
 from optimizer.eject import eject_improve
 from optimizer.heuristic import improve, place
 from optimizer.parallel import fork_call
@@ -17,6 +17,7 @@ from optimizer.phases_bound import place_left_out
 from optimizer.pipeline import RINS_MIN_S, RINS_RESERVE_S, RINS_WORKER_MIN_S, SHARE, SolveRun
 from optimizer.rechunk import rechunk
 from optimizer.recreate import ruin_recreate
+from optimizer.repair import repair_left_out
 from optimizer.submip import rins
 
 
@@ -66,7 +67,7 @@ def repair(run: SolveRun) -> None:
     """Repair moves for the jobs still left out, over the candidates at true cost."""
     if run.capped or not run.best.leaves_out:
         return
-    cand = repair_left_out(run.tb, run.best.plan, run.cand0, time_limit_s=SHARE["repair"] * run.left())
+    cand = repair_left_out(run.tb, run.best.plan, time_limit_s=SHARE["repair"] * run.left())
     run.best.offer(cand)
     run.lap("repair")
 
