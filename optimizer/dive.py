@@ -222,7 +222,10 @@ def dive_portfolio(
 
     def start(share: float, price_every: int) -> Child | None:
         budget = max(0.0, left() - COMPLETION_S)  # the greedy completion must arrive before the parent stops waiting
-        return fork_call(lambda: dive(share, price_every, budget))
+        # the parent only waits for the dives (or refines the LP for the first lane, briefly): at its priority, or a
+        # busy machine starves them and the plan falls back to the greedy start (1,000 jobs over one day at
+        # 15-minute slots, both cores busy with another process, seed 5: no dive ended in time)
+        return fork_call(lambda: dive(share, price_every, budget), yield_to_parent=False)
 
     if workers < 2:
         if tb.blocks is not None:

@@ -111,14 +111,20 @@ def _send_and_exit(write_fd: int, value: Any, ok: bool = True) -> None:
         os._exit(code)
 
 
-def fork_call(fn: Callable[[], Any]) -> Child | None:
-    """Start ``fn()`` in a forked child; ``None`` where fork is not available (the caller runs alone)."""
+def fork_call(fn: Callable[[], Any], *, yield_to_parent: bool = True) -> Child | None:
+    """Start ``fn()`` in a forked child; ``None`` where fork is not available (the caller runs alone).
+
+    ``yield_to_parent`` lowers the child's priority, for a child that works beside a busy parent; a child the
+    parent waits for (``False``) keeps the parent's priority, or another process on the machine would take the
+    cores the parent leaves idle.
+    """
     write_fd, child = _fork_branch()
     if write_fd is not None:  # child: compute, send, leave (an exception is sent as "no result")
         # lower priority: on a quiet machine the second core is the child's alone; where the cores are shared
         # with other work, the parent (which holds the plan and the LP bound) keeps its share
-        with contextlib.suppress(OSError):
-            os.nice(5)
+        if yield_to_parent:
+            with contextlib.suppress(OSError):
+                os.nice(5)
         try:
             value, ok = fn(), True
         except BaseException:

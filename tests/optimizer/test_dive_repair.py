@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from optimizer import SolveParams
 from optimizer.bound import Choice
@@ -13,7 +14,8 @@ from optimizer.heuristic import penalised_objective
 from tests.optimizer.conftest import job, problem, region
 
 
-def test_a_dive_that_leaves_a_job_out_is_repaired_into_a_full_plan_among_the_starts(monkeypatch):
+@pytest.mark.parametrize("left_after_dives_s", [None, 0.25], ids=["time-to-spare", "little-time-left"])
+def test_a_dive_that_leaves_a_job_out_is_repaired_into_a_full_plan_among_the_starts(monkeypatch, left_after_dives_s):
     import sys
 
     from optimizer import phases_bound
@@ -30,7 +32,14 @@ def test_a_dive_that_leaves_a_job_out_is_repaired_into_a_full_plan_among_the_sta
     lp_colgen(run)
     short = Choice.empty(tb.J)
     short.r[0], short.h[0], short.s1[0], short.l1[0] = 0, 0, 0, 3  # job a in hours 0-2, job b left out
-    monkeypatch.setattr(phases_bound, "dive_portfolio", lambda *a, **k: [short])
+
+    def dives(*a, **k):
+        if left_after_dives_s is not None:  # the dives of a 10-s solve took the time but this much (a loaded machine)
+            run.limit = 10.0
+            run.t0 = time.perf_counter() - run.limit + left_after_dives_s
+        return [short]
+
+    monkeypatch.setattr(phases_bound, "dive_portfolio", dives)
     lp_dive(run)
     full = [c for c in run.best.starts if not (c.r < 0).any() and c.r[0] == 0 and c.s1[0] == 0]
     assert any(n.startswith("lp dive repaired 0") for n in run.notes), run.notes

@@ -163,3 +163,32 @@ def test_lp_targeted_group_moves_keep_a_fitting_plan_and_never_raise_the_objecti
 
     gpu, kw = usage(tb, out)
     assert (gpu <= tb.cap + 1e-9).all() and (kw <= tb.kw_cap + 1e-6).all()
+
+
+def test_a_child_the_parent_waits_for_keeps_its_priority_and_one_beside_a_busy_parent_yields(monkeypatch):
+    import os
+
+    from optimizer import dive
+    from optimizer.bound import Choice
+    from optimizer.parallel import fork_call
+    from optimizer.tables import build_tables
+
+    base = os.nice(0)
+    waited = fork_call(lambda: os.nice(0), yield_to_parent=False)
+    beside = fork_call(lambda: os.nice(0))
+    assert waited is not None and beside is not None, "fork is available on the test machines"
+    assert waited.result(timeout_s=10.0) == base
+    assert beside.result(timeout_s=10.0) == min(base + 5, 19)
+
+    # the dives are children the parent waits for: each runs at the parent's priority, or another process on a
+    # busy machine takes their cores and no dive ends in time (issue 22, plans under load)
+    def niceness_as_plan(tb, master, rep, counts, **kw):
+        ch = Choice.empty(tb.J)
+        ch.r[:] = os.nice(0)
+        return ch
+
+    monkeypatch.setattr(dive, "lp_dive", niceness_as_plan)
+    tb = build_tables(problem([region("A", [10] * 8)], [job("a"), job("b")]))
+    plans = dive.dive_portfolio(tb, None, np.arange(2), np.ones(2, dtype=np.int64), time_limit_s=10.0, workers=2)
+    assert len(plans) == sum(len(lane) for lane in dive.DIVE_LANES)
+    assert all((p.r == base).all() for p in plans)
