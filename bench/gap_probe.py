@@ -19,8 +19,11 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.plan_bench import make_objective
 from bench.plan_workload import add_workload_args, workload_problem
