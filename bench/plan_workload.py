@@ -312,7 +312,7 @@ def add_workload_args(ap, *, jobs: int, slot_minutes: bool = False) -> None:
     ap.add_argument("--start", default="2022-03-01")
     ap.add_argument("--days", type=int, default=4)
     if slot_minutes:
-        ap.add_argument("--slot-minutes", type=int, default=15, choices=[5, 10, 15, 20, 30])
+        ap.add_argument("--slot-minutes", type=int, default=15, choices=[5, 10, 15, 20, 30, 60])
 
 
 def workload_problem(args, objective: Objective, slot_minutes: int = 60) -> Problem:

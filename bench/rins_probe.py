@@ -8,7 +8,10 @@ then, each in a forked child from that same state (one core each, one after the 
   seconds, on the LP over hour blocks as column generation left it;
 * ``refined[:S[:SHARE:EVERY]]``: the same from the LP refined per slot (``refine_slots``; its time counts in ``S``);
 * ``slot[:S[:SHARE:EVERY]]``: the same from the LP over the same columns with a row for every slot;
-* ``mip[:S]``: the MIP over the LP's columns (``submip.rins``) from the LP rounding for ``S`` seconds.
+* ``mip[:S[:FREE[:START]]]``: the MIP over the LP's columns (``submip.rins``) for ``S`` seconds, the classes the
+  plan and the LP place differently free (``FREE`` = ``diff``) or every class (``all``), warm-started from the LP
+  rounding (``START`` = ``rounding``), the greedy plan (``greedy``) or the best of the dives (``dives``, 3 s, not
+  counted in ``S``).
 
     python bench/rins_probe.py --jobs 1000 --seed 3 --slot-minutes 15 --modes dives,refined:4.5,mip:5 --json
 """
@@ -56,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     run = start_run(
         tb, SolveParams(time_limit_s=args.time_limit, random_seed=args.seed), t0, time.perf_counter(), {}
     )
+    greedy = run.best.plan
     phases_bound.lp_colgen(run)
     master = run.info.pop("master")
     rounding = run.best.plan
@@ -73,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     def one(mode: str) -> dict:
         name, *rest = mode.split(":")
         budget = float(rest[0]) if rest else 4.5
-        share, every = (float(rest[1]), int(rest[2])) if len(rest) >= 3 else (0.025, 1)
+        share, every = (float(rest[1]), int(rest[2])) if len(rest) >= 3 and name != "mip" else (0.025, 1)
         t = time.perf_counter()
         got: dict = {}
         if name == "dives":
@@ -104,17 +108,28 @@ def main(argv: list[str] | None = None) -> int:
             )
             got["plan"] = round(penalised_objective(tb, plan), 3)
         elif name == "mip":
-            cols = run.info["columns_table"]
+            free = rest[1] if len(rest) > 1 else "diff"
+            start = rest[2] if len(rest) > 2 else "rounding"
+            if start == "greedy":
+                inc = greedy
+            elif start == "dives":  # the best of the planner's dives (their time not counted in S)
+                plans = dive_portfolio(tb, master, run.rep, run.counts, time_limit_s=3.0, workers=2)
+                inc = min(plans, key=lambda p: penalised_objective(tb, p))
+                t = time.perf_counter()
+            else:
+                inc = rounding
+            got["start"] = round(penalised_objective(tb, inc), 3)
             mip_plan = rins(
                 tb,
                 run.cls,
                 run.rep,
                 run.counts,
-                cols,
+                run.info["columns_table"],
                 run.info["primal"],
-                rounding,
+                inc,
                 time_limit_s=budget,
                 seed=args.seed,
+                free=np.ones(len(run.rep), dtype=bool) if free == "all" else None,
             )
             got["plan"] = None if mip_plan is None else round(penalised_objective(tb, mip_plan), 3)
         got["s"] = round(time.perf_counter() - t, 2)
