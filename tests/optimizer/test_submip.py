@@ -107,6 +107,8 @@ def test_solve_collects_the_mip_plan_from_the_second_worker_or_runs_it_alone(mon
 
     phases = sys.modules["optimizer.phases_search"]  # the phase that starts the MIP reads its threshold there
     monkeypatch.setattr(phases, "RINS_MIN_S", 0.5)
+    # the second worker's threshold too: on a busy machine the phases before it leave less than its 3 s of 4
+    monkeypatch.setattr(phases, "RINS_WORKER_MIN_S", 0.5)
     pb = _three_regions(7)
     params = SolveParams(time_limit_s=4.0, num_workers=2, random_seed=3, max_cpsat_jobs=0)
     plan = solve(pb, params)
