@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     mip_s = time.perf_counter() - t
     dual = float(out.termination.objective_bounds.dual_bound)
     primal = float(out.termination.objective_bounds.primal_bound)
-    bound = min(dual, upper) if exact else float(lower)
+    # both bounds are valid: HiGHS's (capped at the plan, over a complete listing) and the LP's; a short run may
+    # report no dual bound yet (infinite, or 0 before its root)
+    bound = max(float(lower), min(dual, upper)) if exact and np.isfinite(dual) else float(lower)
     result = {
         "seed": args.seed,
         "days": args.days,
