@@ -77,13 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     def one(mode: str) -> dict:
         name, *rest = mode.split(":")
         budget = float(rest[0]) if rest else 4.5
-        share, every = (float(rest[1]), int(rest[2])) if len(rest) >= 3 and name != "mip" else (0.025, 1)
         t = time.perf_counter()
         got: dict = {}
         if name == "dives":
             plans = dive_portfolio(tb, master, run.rep, run.counts, time_limit_s=budget, workers=2)
             got["plans"] = [round(penalised_objective(tb, p), 3) for p in plans]
         elif name in ("block", "refined", "slot"):
+            share, every = (float(rest[1]), int(rest[2])) if len(rest) >= 3 else (0.025, 1)
             lp, tb_lp = master, tb
             if name == "refined":
                 got["rows_added"] = refine_slots(lp, time_limit_s=0.5 * budget)

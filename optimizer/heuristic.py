@@ -23,6 +23,11 @@ class Residual:
         self.gpu = tb.cap.astype(np.int64).copy()
         self.kw = tb.kw_cap_mw()  # integer mW, as in the CP-SAT model
 
+    def copy(self) -> Residual:
+        out = Residual.__new__(Residual)
+        out.gpu, out.kw = self.gpu.copy(), self.kw.copy()
+        return out
+
     def apply(self, tb: Tables, ch: Choice, row: int, sign: int) -> None:
         """Take (``sign=-1``) or give back (``sign=+1``) the capacity of ``row``'s option."""
         r, h = int(ch.r[row]), int(ch.h[row])

@@ -37,13 +37,6 @@ MAX_EVICT = 40
 DEPTH = 2
 
 
-def _copy(res: Residual) -> Residual:
-    out = Residual.__new__(Residual)
-    out.gpu = res.gpu.copy()
-    out.kw = res.kw.copy()
-    return out
-
-
 def _window_sums(x: np.ndarray, length: int) -> np.ndarray:
     """Sums of ``x`` over every window of ``length`` along its last axis."""
     c = cumulative(x)
@@ -71,8 +64,8 @@ def positions(tb: Tables, res: Residual, row: int, limit: int = POSITIONS) -> li
         invalid = _window_sums(bad, length) > 0
         cost = _window_sums(np.nan_to_num(w[r, span]), length) * tb.power_kw(row, r, h) * tb.slot_h
         order = np.lexsort((cost, deficit))
-        kept = [int(i) for i in order if not invalid[i]][:PER_PAIR]
-        scored += [(float(deficit[i]), float(cost[i]), Option(r, h, rel + i, length, 0, 0)) for i in kept]
+        kept = order[~invalid[order]][:PER_PAIR]
+        scored += [(float(deficit[i]), float(cost[i]), Option(r, h, rel + int(i), length, 0, 0)) for i in kept]
     scored.sort(key=lambda t: (t[0], t[1]))
     return [opt for _, _, opt in scored[:limit]]
 
@@ -109,24 +102,21 @@ def _runs(tb: Tables, rows: np.ndarray) -> np.ndarray:
     return (tb.elig[rows].sum(axis=1) * starts).sum(axis=1)
 
 
-def _place_evicting(
-    tb: Tables,
-    ch: Choice,
-    res: Residual,
-    scan: Scanner,
-    row: int,
-    opt: Option,
-    keep: np.ndarray,
-    depth: int,
-    stop_at: float,
-) -> bool:
-    """Place ``row`` at ``opt`` in ``ch``/``res`` (changed in place) by evicting jobs not in ``keep``, then re-place
-    the evicted ones; returns False (``ch``/``res`` then unusable) when ``opt`` cannot be cleared."""
+State = tuple[Choice, Residual, np.ndarray]  # a plan, the capacity it leaves, the rows this try has settled
+
+
+def _clear(
+    tb: Tables, state: State, scan: Scanner, row: int, opt: Option, depth: int, stop_at: float
+) -> State | None:
+    """``state`` (not changed) with ``row`` placed at ``opt`` by evicting jobs it has not settled, the evicted ones
+    re-placed (or, ``depth`` levels down, placed by clearing a way of their own); None when ``opt`` cannot be
+    cleared."""
+    ch, res, keep = state[0].copy(), state[1].copy(), state[2].copy()
     evicted: list[int] = []
     while not fits_option(tb, res, row, opt):
         way = _in_the_way(tb, ch, res, row, opt, keep)
         if not len(way) or len(evicted) >= MAX_EVICT:
-            return False
+            return None
         j = int(way[0])
         res.apply(tb, ch, j, +1)
         ch.r[j] = -1
@@ -141,40 +131,15 @@ def _place_evicting(
             res.apply(tb, ch, j, -1)
             keep[j] = True
         elif depth > 0 and time.perf_counter() < stop_at:
-            _cascade(tb, ch, res, scan, j, keep, depth - 1, stop_at)
-    return True
-
-
-def _cascade(
-    tb: Tables,
-    ch: Choice,
-    res: Residual,
-    scan: Scanner,
-    row: int,
-    keep: np.ndarray,
-    depth: int,
-    stop_at: float,
-) -> None:
-    """Place evicted ``row`` by evicting others (not in ``keep``), on the first of its starts that clears."""
-    for opt in positions(tb, res, row, limit=4):
-        trial, tres, tkeep = ch.copy(), _copy(res), keep.copy()
-        if (
-            _place_evicting(tb, trial, tres, scan, row, opt, tkeep, depth, stop_at)
-            and (trial.r[tkeep] >= 0).all()
-        ):
-            ch.r[:], ch.h[:], ch.s1[:], ch.l1[:], ch.s2[:], ch.l2[:] = (
-                trial.r,
-                trial.h,
-                trial.s1,
-                trial.l1,
-                trial.s2,
-                trial.l2,
-            )
-            res.gpu[:], res.kw[:] = tres.gpu, tres.kw
-            keep[:] = tkeep
-            return
-        if time.perf_counter() >= stop_at:
-            return
+            # the first of its starts that clears (an evicted job that finds none stays out of this try)
+            for alt in positions(tb, res, j, limit=4):
+                got = _clear(tb, (ch, res, keep), scan, j, alt, depth - 1, stop_at)
+                if got is not None:
+                    ch, res, keep = got
+                    break
+                if time.perf_counter() >= stop_at:
+                    break
+    return ch, res, keep
 
 
 def repair_left_out(tb: Tables, ch: Choice, *, time_limit_s: float) -> Choice:
@@ -201,12 +166,11 @@ def repair_left_out(tb: Tables, ch: Choice, *, time_limit_s: float) -> Choice:
         for opt in positions(tb, res, row):
             if time.perf_counter() >= stop_at:
                 return ch
-            trial, tres = ch.copy(), _copy(res)
-            keep = np.zeros(tb.J, dtype=bool)
-            if not _place_evicting(tb, trial, tres, scan, row, opt, keep, DEPTH, stop_at):
+            got = _clear(tb, (ch, res, np.zeros(tb.J, dtype=bool)), scan, row, opt, DEPTH, stop_at)
+            if got is None:
                 continue
-            got = penalised_objective(tb, trial)
-            if got < score - 1e-9:
-                ch, res, score = trial, tres, got
+            value = penalised_objective(tb, got[0])
+            if value < score - 1e-9:
+                ch, res, score = got[0], got[1], value
                 break
     return ch
