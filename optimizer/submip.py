@@ -120,7 +120,9 @@ def rins(
         free = np.zeros(n_cls, dtype=bool)
         free[table[differs, 0]] = True
         free |= np.abs(lp_left - inc_left) > 1e-6
-    model = master_model(tb, rep, counts, table)
+    # a row per slot, whatever the LP's capacity blocks (``Tables.blocks``): the MIP's plans must fit every slot, and
+    # its power rows below are per slot
+    model = master_model(tb, rep, counts, table, np.arange(tb.T, dtype=np.int64))
     n = len(table)
     n_var = n + n_cls
     del model.variables.integers[:]

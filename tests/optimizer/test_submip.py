@@ -163,3 +163,26 @@ def test_a_plan_packed_to_the_last_milliwatt_still_starts_the_mip():
     got = rins(tb, cls, rep, counts, info["columns_table"], info["primal"], packed, time_limit_s=0.05, free=every)
     assert got is not None and _fits(tb, got)
     assert penalised_objective(tb, got) <= penalised_objective(tb, packed) + 1e-9
+
+
+def test_rins_at_quarter_hour_slots_plans_over_a_row_per_slot():
+    # hourly prices held over 15-minute slots: the LP prices capacity over hour blocks (``Tables.blocks``), the MIP
+    # must still count every quarter-hour (it built block rows and failed on its per-slot power rows before)
+    from optimizer import Problem
+    from optimizer.heuristic import greedy_order, penalised_objective, place
+    from optimizer.submip import rins
+    from optimizer.tables import build_tables
+    from tests.optimizer.conftest import H100, START
+
+    rng = np.random.default_rng(5)
+    hours = 4
+    regions = [region(n, np.repeat(rng.integers(5, 100, hours), 4), gpus=4, budget_kw=2.0) for n in "AB"]
+    jobs = [job(f"j{i}", gpus=int(rng.choice([1, 2])), dur=int(rng.integers(1, 6)), n_slots=4 * hours) for i in range(16)]
+    tb = build_tables(Problem(START, 15, 4 * hours, tuple(regions), (H100,), tuple(jobs)))
+    assert tb.blocks is not None
+    greedy = place(tb, greedy_order(tb))
+    cls, rep, counts, info = _lp(tb, [greedy])
+    every = np.ones(len(rep), dtype=bool)
+    got = rins(tb, cls, rep, counts, info["columns_table"], info["primal"], greedy, time_limit_s=5.0, free=every)
+    assert got is not None and _fits(tb, got)
+    assert penalised_objective(tb, got) <= penalised_objective(tb, greedy) + 1e-9
